@@ -1,0 +1,108 @@
+package keyring
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ErrNoPrimary reports that no active key's activation time has passed, so
+// nothing can seal yet.
+var ErrNoPrimary = errors.New("keyring: no active key has reached its activation time")
+
+// A Snapshot is an immutable, validated set of keys. Its methods are safe for
+// concurrent use.
+type Snapshot struct {
+	keys    []Key // sorted by ID; deep copies owned by the snapshot
+	sealers []int // indexes of active keys, newest activation first
+}
+
+// NewSnapshot validates keys and returns a snapshot holding copies of them.
+// Ids must be unique and not 0, material 32 bytes, algorithm and state
+// known, and at least one key active. A key whose activation lies in the
+// future is allowed: that is how a rotation is announced to a fleet.
+func NewSnapshot(keys []Key) (*Snapshot, error) {
+	s := &Snapshot{keys: make([]Key, len(keys))}
+	for i, k := range keys {
+		if err := k.validate(); err != nil {
+			return nil, err
+		}
+		k.Material = bytes.Clone(k.Material)
+		s.keys[i] = k
+	}
+	slices.SortFunc(s.keys, func(a, b Key) int { return cmpID(a.ID, b.ID) })
+	for i := 1; i < len(s.keys); i++ {
+		if s.keys[i].ID == s.keys[i-1].ID {
+			return nil, fmt.Errorf("%w: duplicate key id %s", ErrInvalidKey, FormatID(s.keys[i].ID))
+		}
+	}
+	for i := range s.keys {
+		if s.keys[i].State == Active {
+			s.sealers = append(s.sealers, i)
+		}
+	}
+	if len(s.sealers) == 0 {
+		return nil, errors.New("keyring: no active key")
+	}
+	// Newest activation first; ties go to the later-created key, then the
+	// larger id, so every instance picks the same primary.
+	slices.SortFunc(s.sealers, func(a, b int) int {
+		ka, kb := &s.keys[a], &s.keys[b]
+		if c := kb.Activation.Compare(ka.Activation); c != 0 {
+			return c
+		}
+		if c := kb.Created.Compare(ka.Created); c != 0 {
+			return c
+		}
+		return cmpID(kb.ID, ka.ID)
+	})
+	return s, nil
+}
+
+func cmpID(a, b uint32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Primary returns the key that seals at now: the newest active key whose
+// activation time is not after now. The key must not be modified.
+func (s *Snapshot) Primary(now time.Time) (*Key, error) {
+	for _, i := range s.sealers {
+		if !s.keys[i].Activation.After(now) {
+			return &s.keys[i], nil
+		}
+	}
+	return nil, ErrNoPrimary
+}
+
+// Lookup returns the key with the given id if it may open tokens: active or
+// decrypt-only, whatever its activation time, so that a token sealed by an
+// instance that switched a moment earlier still opens. Retired keys are
+// never returned. The key must not be modified.
+func (s *Snapshot) Lookup(id uint32) (*Key, bool) {
+	i, ok := slices.BinarySearchFunc(s.keys, id, func(k Key, id uint32) int { return cmpID(k.ID, id) })
+	if !ok || s.keys[i].State == Retired {
+		return nil, false
+	}
+	return &s.keys[i], true
+}
+
+// Keys returns copies of every key, retired ones included, sorted by id.
+func (s *Snapshot) Keys() []Key {
+	out := make([]Key, len(s.keys))
+	for i, k := range s.keys {
+		k.Material = bytes.Clone(k.Material)
+		out[i] = k
+	}
+	return out
+}
+
+// Len returns the number of keys, retired ones included.
+func (s *Snapshot) Len() int { return len(s.keys) }

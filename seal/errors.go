@@ -1,0 +1,41 @@
+package seal
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrMalformed: not a token. Bad base64url, wrong length, unknown
+	// version.
+	ErrMalformed = errors.New("stateseal: malformed token")
+	// ErrTooLarge: the token, or the token a payload would make, is longer
+	// than the configured maximum.
+	ErrTooLarge = errors.New("stateseal: token too large")
+	// ErrUnknownKey: no key of the ring with this id may open tokens. The
+	// key was never in the keyset, was pruned, or is retired.
+	ErrUnknownKey = errors.New("stateseal: unknown key")
+	// ErrInvalid: authentication failed. The token was forged or changed,
+	// or is opened under another binding or by a key of the other kind.
+	ErrInvalid = errors.New("stateseal: invalid token")
+	// ErrExpired: an authentic token whose expiry, plus the allowed clock
+	// skew, has passed.
+	ErrExpired = errors.New("stateseal: token expired")
+	// ErrNotYetValid: an authentic token issued after now plus the allowed
+	// clock skew.
+	ErrNotYetValid = errors.New("stateseal: token not yet valid")
+)
+
+// errLifetime is returned for an authentic token that claims a longer life
+// than this Sealer allows; it matches ErrInvalid.
+var errLifetime = fmt.Errorf("%w: lifetime exceeds the maximum TTL", ErrInvalid)
+
+// Reason reduces an error from Open to the word a client may be shown:
+// "expired" for ErrExpired, "invalid" for everything else. It never reveals
+// which check failed, so a client cannot probe key ids or bindings.
+func Reason(err error) string {
+	if errors.Is(err, ErrExpired) {
+		return "expired"
+	}
+	return "invalid"
+}

@@ -1,0 +1,52 @@
+package seal
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/stateseal/stateseal/internal/envelope"
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// Header is what a token says about itself. Nothing in it is verified.
+type Header struct {
+	Version    byte
+	Algorithm  keyring.Algorithm
+	KeyID      uint32
+	IssuedAt   time.Time
+	Expiry     time.Time
+	TokenLen   int // characters
+	PayloadLen int // bytes of payload (MAC) or ciphertext without tag (AEAD)
+}
+
+// Inspect decodes the header of a token without any key. It applies the
+// same strict decoding as Open, with the default length bound, but checks
+// no signature and no time: an attacker chooses every field it returns. It
+// is for debugging and logs, never for decisions.
+func Inspect(token string) (Header, error) {
+	if len(token) > DefaultMaxTokenLen {
+		return Header{}, ErrTooLarge
+	}
+	raw, err := envelope.AppendDecode(nil, unsafe.Slice(unsafe.StringData(token), len(token)))
+	if err != nil {
+		return Header{}, ErrMalformed
+	}
+	h, err := envelope.ParseHeader(raw)
+	if err != nil {
+		return Header{}, ErrMalformed
+	}
+	alg := keyring.MAC
+	if h.Version == envelope.VersionAEAD {
+		alg = keyring.AEAD
+	}
+	iat := time.Unix(h.IssuedAt, 0).UTC()
+	return Header{
+		Version:    h.Version,
+		Algorithm:  alg,
+		KeyID:      h.KeyID,
+		IssuedAt:   iat,
+		Expiry:     iat.Add(time.Duration(h.Lifetime) * time.Second),
+		TokenLen:   len(token),
+		PayloadLen: len(raw) - envelope.Overhead(h.Version),
+	}, nil
+}

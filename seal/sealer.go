@@ -1,0 +1,193 @@
+package seal
+
+import (
+	"errors"
+	"time"
+	"unsafe"
+
+	"github.com/stateseal/stateseal/internal/envelope"
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// A Sealer seals and opens tokens with the keys of a ring. It is safe for
+// concurrent use, and follows the ring: a snapshot stored in the ring takes
+// effect on the next call.
+type Sealer struct {
+	ring *keyring.Ring
+	cfg  config
+	set  cipherCache
+}
+
+// New returns a Sealer over ring. Without options it uses DefaultTTL,
+// DefaultMaxTTL, DefaultSkew and DefaultMaxTokenLen.
+func New(ring *keyring.Ring, opts ...Option) (*Sealer, error) {
+	if ring == nil {
+		return nil, errors.New("stateseal: nil keyring")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealer{ring: ring, cfg: cfg}, nil
+}
+
+// Seal seals payload under b with the ring's primary key and returns the
+// token. ttl 0 means the default TTL; a ttl above the maximum is capped at
+// it; lifetimes count in whole seconds, rounded up.
+func (s *Sealer) Seal(b Binding, payload []byte, ttl time.Duration) (string, error) {
+	sc := getScratch()
+	defer putScratch(sc)
+	raw, err := s.sealRaw(sc, b, payload, ttl)
+	if err != nil {
+		return "", err
+	}
+	tok := envelope.AppendEncode(make([]byte, 0, envelope.EncodedLen(len(raw))), raw)
+	// tok is never written again, so it can back the string without a copy.
+	return unsafe.String(unsafe.SliceData(tok), len(tok)), nil
+}
+
+// AppendSeal is Seal appending the token to dst. With enough capacity in dst
+// it allocates nothing.
+func (s *Sealer) AppendSeal(dst []byte, b Binding, payload []byte, ttl time.Duration) ([]byte, error) {
+	sc := getScratch()
+	defer putScratch(sc)
+	raw, err := s.sealRaw(sc, b, payload, ttl)
+	if err != nil {
+		return dst, err
+	}
+	return envelope.AppendEncode(dst, raw), nil
+}
+
+// sealRaw seals into sc and returns the envelope, before encoding.
+func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Duration) ([]byte, error) {
+	switch {
+	case ttl < 0:
+		return nil, errors.New("stateseal: negative TTL")
+	case ttl == 0:
+		ttl = s.cfg.defaultTTL
+	case ttl > s.cfg.maxTTL:
+		ttl = s.cfg.maxTTL
+	}
+	now := s.cfg.now()
+	c, id, err := s.set.primary(s.ring.Current(), now)
+	if err != nil {
+		return nil, err
+	}
+	if envelope.EncodedLen(envelope.Overhead(c.Version())+len(payload)) > s.cfg.maxLen {
+		return nil, ErrTooLarge
+	}
+	iat := now.Unix()
+	if iat < 0 || iat > envelope.MaxIssuedAt {
+		return nil, errors.New("stateseal: clock outside the token format's range")
+	}
+	h := envelope.Header{
+		Version:  c.Version(),
+		KeyID:    id,
+		IssuedAt: iat,
+		Lifetime: uint32((ttl + time.Second - 1) / time.Second),
+	}
+	// The associated data and the envelope share one buffer, the envelope
+	// after the associated data.
+	ad := appendAD(sc.buf[:0], h, &b)
+	full := c.Seal(ad, ad, payload)
+	sc.buf = full[:0]
+	return full[len(ad):], nil
+}
+
+func appendAD(dst []byte, h envelope.Header, b *Binding) []byte {
+	dst = envelope.AppendHeader(dst, h)
+	return envelope.AppendBinding(dst, b.Method, b.Target, b.Principal, b.Audience, b.Session, b.ArgsDigest, b.Context)
+}
+
+// Open verifies token under b and returns its payload. See the package
+// documentation for the checks and their order.
+func (s *Sealer) Open(b Binding, token string) ([]byte, error) {
+	// The decoder only reads its input, so the string's bytes need no copy.
+	tok := unsafe.Slice(unsafe.StringData(token), len(token))
+	return s.open(nil, b, tok, true)
+}
+
+// AppendOpen is Open taking the token as bytes and appending the payload to
+// dst. With enough capacity in dst it allocates nothing. On error it returns
+// dst unchanged, and no payload byte is left in dst's spare capacity.
+func (s *Sealer) AppendOpen(dst []byte, b Binding, token []byte) ([]byte, error) {
+	return s.open(dst, b, token, false)
+}
+
+// open decodes into a pooled buffer. With exact set it appends to a new
+// slice of exactly the payload's size, for Open: one allocation, and no
+// larger array kept alive behind the payload.
+func (s *Sealer) open(dst []byte, b Binding, token []byte, exact bool) ([]byte, error) {
+	now := s.cfg.now()
+	if len(token) > s.cfg.maxLen {
+		return dst, ErrTooLarge
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	c, h, raw, ad, err := s.parse(sc.buf[:0], b, token)
+	sc.buf = raw[:0]
+	if err != nil {
+		return dst, err
+	}
+	body := raw[envelope.HeaderSize:]
+	if exact {
+		dst = make([]byte, 0, c.PayloadLen(len(body)))
+	}
+	return s.finish(dst, c, h, body, ad, now)
+}
+
+// parse runs the checks that need no key material: encoding, version and
+// key id. It decodes the token into buf and appends the associated data
+// after it, in the same array. raw is always the start of that array.
+func (s *Sealer) parse(buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h envelope.Header, raw, ad []byte, err error) {
+	raw, err = envelope.AppendDecode(buf, tok)
+	if err != nil {
+		return nil, h, buf, nil, ErrMalformed
+	}
+	h, err = envelope.ParseHeader(raw)
+	if err != nil {
+		return nil, h, raw, nil, ErrMalformed
+	}
+	if c = s.set.lookup(s.ring.Current(), h.KeyID); c == nil {
+		return nil, h, raw, nil, ErrUnknownKey
+	}
+	full := appendAD(raw, h, &b)
+	return c, h, full[:len(raw)], full[len(raw):], nil
+}
+
+// finish authenticates, then applies the time checks. The time verdict is
+// computed first but reported only for an authentic token.
+func (s *Sealer) finish(dst []byte, c *envelope.Cipher, h envelope.Header, body, ad []byte, now time.Time) ([]byte, error) {
+	verdict := s.checkTime(h, now)
+	if c.Version() != h.Version {
+		// A key opens only tokens of its own kind: no downgrade.
+		return dst, ErrInvalid
+	}
+	n := len(dst)
+	out, err := c.Open(dst, ad, body)
+	if err != nil {
+		return dst, ErrInvalid
+	}
+	if verdict != nil {
+		clear(out[n:])
+		return dst, verdict
+	}
+	return out, nil
+}
+
+// checkTime works in whole Unix seconds, the resolution of the header. For
+// an integer T, now >= T exactly when now.Unix() >= T, so truncating now
+// loses nothing.
+func (s *Sealer) checkTime(h envelope.Header, now time.Time) error {
+	if int64(h.Lifetime) > s.cfg.maxTTLSec {
+		return errLifetime
+	}
+	t := now.Unix()
+	if h.IssuedAt-s.cfg.skewSec > t {
+		return ErrNotYetValid
+	}
+	if t >= h.IssuedAt+int64(h.Lifetime)+s.cfg.skewSec {
+		return ErrExpired
+	}
+	return nil
+}
