@@ -37,7 +37,7 @@ func New(ring *keyring.Ring, opts ...Option) (*Sealer, error) {
 func (s *Sealer) Seal(b Binding, payload []byte, ttl time.Duration) (string, error) {
 	sc := getScratch()
 	defer putScratch(sc)
-	raw, err := s.sealRaw(sc, b, payload, ttl)
+	raw, err := s.sealRaw(sc, b, payload, ttl, nil)
 	if err != nil {
 		return "", err
 	}
@@ -51,15 +51,16 @@ func (s *Sealer) Seal(b Binding, payload []byte, ttl time.Duration) (string, err
 func (s *Sealer) AppendSeal(dst []byte, b Binding, payload []byte, ttl time.Duration) ([]byte, error) {
 	sc := getScratch()
 	defer putScratch(sc)
-	raw, err := s.sealRaw(sc, b, payload, ttl)
+	raw, err := s.sealRaw(sc, b, payload, ttl, nil)
 	if err != nil {
 		return dst, err
 	}
 	return envelope.AppendEncode(dst, raw), nil
 }
 
-// sealRaw seals into sc and returns the envelope, before encoding.
-func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Duration) ([]byte, error) {
+// sealRaw seals into sc and returns the envelope, before encoding. A nil
+// nonce means a random one; the test vectors pass theirs.
+func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Duration, nonce []byte) ([]byte, error) {
 	switch {
 	case ttl < 0:
 		return nil, errors.New("stateseal: negative TTL")
@@ -89,7 +90,12 @@ func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Durati
 	// The associated data and the envelope share one buffer, the envelope
 	// after the associated data.
 	ad := appendAD(sc.buf[:0], h, &b)
-	full := c.Seal(ad, ad, payload)
+	var full []byte
+	if nonce == nil {
+		full = c.Seal(ad, ad, payload)
+	} else {
+		full = c.SealWithNonce(ad, ad, payload, nonce)
+	}
 	sc.buf = full[:0]
 	return full[len(ad):], nil
 }
@@ -151,6 +157,11 @@ func (s *Sealer) parse(buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h
 	if c = s.set.lookup(s.ring.Current(), h.KeyID); c == nil {
 		return nil, h, raw, nil, ErrUnknownKey
 	}
+	if c.Version() != h.Version {
+		// A key opens only tokens of its own kind, so the version byte can
+		// never pick the algorithm. This fails as a forgery would.
+		return nil, h, raw, nil, ErrInvalid
+	}
 	full := appendAD(raw, h, &b)
 	return c, h, full[:len(raw)], full[len(raw):], nil
 }
@@ -159,10 +170,6 @@ func (s *Sealer) parse(buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h
 // computed first but reported only for an authentic token.
 func (s *Sealer) finish(dst []byte, c *envelope.Cipher, h envelope.Header, body, ad []byte, now time.Time) ([]byte, error) {
 	verdict := s.checkTime(h, now)
-	if c.Version() != h.Version {
-		// A key opens only tokens of its own kind: no downgrade.
-		return dst, ErrInvalid
-	}
 	n := len(dst)
 	out, err := c.Open(dst, ad, body)
 	if err != nil {

@@ -1,0 +1,187 @@
+package keyring
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+
+func key(t *testing.T, alg Algorithm, activation time.Time, existing ...Key) Key {
+	t.Helper()
+	k, err := NewKey(alg, t0, activation, existing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestNewKey(t *testing.T) {
+	var keys []Key
+	for range 1000 {
+		k := key(t, AEAD, t0, keys...)
+		if k.ID == 0 || len(k.Material) != KeySize || k.State != Active {
+			t.Fatalf("bad key %+v", k)
+		}
+		keys = append(keys, k)
+	}
+	if _, err := NewSnapshot(keys); err != nil {
+		t.Fatalf("1000 generated keys: %v", err)
+	}
+	if bytes.Equal(keys[0].Material, keys[1].Material) {
+		t.Fatal("two keys share material")
+	}
+	if _, err := NewKey(Algorithm(9), t0, t0, nil); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("unknown algorithm: %v", err)
+	}
+}
+
+func TestSnapshotValidates(t *testing.T) {
+	good := key(t, MAC, t0)
+	for name, mutate := range map[string]func(*Key){
+		"id 0":            func(k *Key) { k.ID = 0 },
+		"short material":  func(k *Key) { k.Material = k.Material[:31] },
+		"no material":     func(k *Key) { k.Material = nil },
+		"unknown algo":    func(k *Key) { k.Algorithm = 3 },
+		"unknown state":   func(k *Key) { k.State = 0 },
+		"only not active": func(k *Key) { k.State = DecryptOnly },
+	} {
+		k := good
+		k.Material = bytes.Clone(good.Material)
+		mutate(&k)
+		if _, err := NewSnapshot([]Key{k}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	dup := key(t, MAC, t0)
+	dup.ID = good.ID
+	if _, err := NewSnapshot([]Key{good, dup}); !errors.Is(err, ErrInvalidKey) {
+		t.Errorf("duplicate id: %v", err)
+	}
+	if _, err := NewSnapshot(nil); err == nil {
+		t.Error("empty snapshot accepted")
+	}
+}
+
+func TestPrimary(t *testing.T) {
+	a := key(t, AEAD, t0)
+	b := key(t, AEAD, t0.Add(time.Hour), a)
+	c := key(t, AEAD, t0.Add(2*time.Hour), a, b)
+	c.State = DecryptOnly
+	s, err := NewSnapshot([]Key{c, b, a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want uint32
+	}{
+		{t0, a.ID},
+		{t0.Add(time.Hour - time.Nanosecond), a.ID},
+		{t0.Add(time.Hour), b.ID},
+		{t0.Add(3 * time.Hour), b.ID}, // c is newer but decrypt-only
+	} {
+		k, err := s.Primary(tc.at)
+		if err != nil || k.ID != tc.want {
+			t.Errorf("Primary(%v) = %v, %v; want %08x", tc.at, k, err, tc.want)
+		}
+	}
+	if _, err := s.Primary(t0.Add(-time.Second)); !errors.Is(err, ErrNoPrimary) {
+		t.Errorf("before any activation: %v", err)
+	}
+}
+
+// Two keys with the same activation: every instance must agree on which
+// seals, whatever order the keyset lists them in.
+func TestPrimaryTieBreak(t *testing.T) {
+	a := key(t, MAC, t0)
+	b := key(t, MAC, t0, a)
+	s1, _ := NewSnapshot([]Key{a, b})
+	s2, _ := NewSnapshot([]Key{b, a})
+	k1, _ := s1.Primary(t0)
+	k2, _ := s2.Primary(t0)
+	if k1.ID != k2.ID {
+		t.Fatalf("primary depends on order: %08x vs %08x", k1.ID, k2.ID)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	a := key(t, MAC, t0)
+	r := key(t, MAC, t0, a)
+	r.State = Retired
+	d := key(t, MAC, t0.Add(time.Hour), a, r)
+	d.State = DecryptOnly
+	s, _ := NewSnapshot([]Key{a, r, d})
+	if _, ok := s.Lookup(a.ID); !ok {
+		t.Error("active key not found")
+	}
+	if _, ok := s.Lookup(d.ID); !ok {
+		t.Error("decrypt-only key not found")
+	}
+	if _, ok := s.Lookup(r.ID); ok {
+		t.Error("retired key found")
+	}
+	if _, ok := s.Lookup(a.ID ^ r.ID ^ d.ID ^ 1); ok {
+		t.Error("unknown id found")
+	}
+}
+
+func TestSnapshotIsImmutable(t *testing.T) {
+	k := key(t, AEAD, t0)
+	orig := bytes.Clone(k.Material)
+	s, _ := NewSnapshot([]Key{k})
+	k.Material[0] ^= 0xff // the caller's copy
+	got := s.Keys()
+	got[0].Material[1] ^= 0xff // a copy handed out
+	if !bytes.Equal(s.Keys()[0].Material, orig) {
+		t.Fatal("snapshot material changed through a caller's slice")
+	}
+}
+
+func TestRing(t *testing.T) {
+	r, err := Generate(MAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.Current()
+	if first.Len() != 1 {
+		t.Fatalf("generated ring has %d keys", first.Len())
+	}
+	if _, err := first.Primary(time.Now()); err != nil {
+		t.Fatalf("generated key is not primary now: %v", err)
+	}
+	s, _ := NewSnapshot([]Key{key(t, MAC, t0)})
+	if err := r.Store(s); err != nil || r.Current() != s {
+		t.Fatal("Store did not swap")
+	}
+	if err := r.Store(nil); err == nil || r.Current() != s {
+		t.Fatal("Store(nil) accepted or dropped the keys")
+	}
+	if _, err := NewRing(nil); err == nil {
+		t.Fatal("NewRing(nil) accepted")
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, a := range []Algorithm{MAC, AEAD} {
+		if got, err := ParseAlgorithm(a.String()); err != nil || got != a {
+			t.Errorf("ParseAlgorithm(%q) = %v, %v", a, got, err)
+		}
+	}
+	for _, s := range []State{Active, DecryptOnly, Retired} {
+		if got, err := ParseState(s.String()); err != nil || got != s {
+			t.Errorf("ParseState(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseAlgorithm("AES"); err == nil {
+		t.Error("unknown algorithm parsed")
+	}
+	if _, err := ParseState("gone"); err == nil {
+		t.Error("unknown state parsed")
+	}
+	if FormatID(0xab) != "000000ab" {
+		t.Error(FormatID(0xab))
+	}
+}
