@@ -110,7 +110,11 @@ func appendAD(dst []byte, h envelope.Header, b *Binding) []byte {
 func (s *Sealer) Open(b Binding, token string) ([]byte, error) {
 	// The decoder only reads its input, so the string's bytes need no copy.
 	tok := unsafe.Slice(unsafe.StringData(token), len(token))
-	return s.open(nil, b, tok, true)
+	payload, err := s.open(nil, b, tok, true)
+	if err != nil {
+		return nil, err
+	}
+	return payload, nil
 }
 
 // AppendOpen is Open taking the token as bytes and appending the payload to
