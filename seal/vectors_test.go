@@ -237,7 +237,9 @@ func writeVectors(t *testing.T) {
 
 	bad(aeadSmall, "aead-flipped-tag", "invalid", "last byte of the tag flipped", func(v *vector) { v.Token = editRaw(t, v.Token, func(r []byte) []byte { r[len(r)-1] ^= 1; return r }) })
 	bad(macSmall, "mac-flipped-tag", "invalid", "last byte of the tag flipped", func(v *vector) { v.Token = editRaw(t, v.Token, func(r []byte) []byte { r[len(r)-1] ^= 1; return r }) })
-	bad(macSmall, "mac-flipped-payload", "invalid", "first payload byte flipped", func(v *vector) { v.Token = editRaw(t, v.Token, func(r []byte) []byte { r[envelope.HeaderSize] ^= 0x20; return r }) })
+	bad(macSmall, "mac-flipped-payload", "invalid", "first payload byte flipped", func(v *vector) {
+		v.Token = editRaw(t, v.Token, func(r []byte) []byte { r[envelope.HeaderSize] ^= 0x20; return r })
+	})
 	bad(aeadSmall, "aead-wrong-principal", "invalid", "opened by another user", func(v *vector) { v.Binding.Principal = "user-9999" })
 	bad(macSmall, "mac-wrong-target", "invalid", "moved to another tool", func(v *vector) { v.Binding.Target = "cancel_flight" })
 	bad(aeadSmall, "aead-wrong-args", "invalid", "opened with another argument digest", func(v *vector) { v.Binding.ArgsDigest = hex.EncodeToString(args) })

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, vet, staticcheck, every fuzz target for
+# a bounded time, the benchmarks once each (they must run, not be fast), and
+# every test under the race detector. It needs Go and the module proxy;
+# .ci/run installs and starts anything else first.
+#
+#   FUZZTIME=30s bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-30s}
+STATICCHECK=honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+echo "== gofmt"
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+	echo "not gofmt'ed:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+(cd bench && go vet ./...)
+
+echo "== staticcheck"
+go run "$STATICCHECK" ./...
+(cd bench && go run "$STATICCHECK" ./...)
+
+echo "== fuzz ($FUZZTIME per target)"
+for target in FuzzOpen FuzzRoundTrip FuzzArgsDigest FuzzDecode; do
+	go test ./fuzz -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME"
+done
+
+echo "== benchmarks, one iteration each"
+(cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
+
+echo "== allocation contract (without the race detector, which allocates)"
+go test -count=1 -run '^TestAllocs$' ./seal
+
+echo "== tests, race detector on"
+go test -race -count=1 ./...
