@@ -17,6 +17,8 @@ var ErrNoPrimary = errors.New("keyring: no active key has reached its activation
 type Snapshot struct {
 	keys    []Key // sorted by ID; deep copies owned by the snapshot
 	sealers []int // indexes of active keys, newest activation first
+	policy  *Policy
+	version uint64
 }
 
 // NewSnapshot validates keys and returns a snapshot holding copies of them.
@@ -46,19 +48,24 @@ func NewSnapshot(keys []Key) (*Snapshot, error) {
 	if len(s.sealers) == 0 {
 		return nil, errors.New("keyring: no active key")
 	}
-	// Newest activation first; ties go to the later-created key, then the
-	// larger id, so every instance picks the same primary.
 	slices.SortFunc(s.sealers, func(a, b int) int {
 		ka, kb := &s.keys[a], &s.keys[b]
-		if c := kb.Activation.Compare(ka.Activation); c != 0 {
-			return c
-		}
-		if c := kb.Created.Compare(ka.Created); c != 0 {
-			return c
-		}
-		return cmpID(kb.ID, ka.ID)
+		return compareAge(kb.Activation, kb.Created, kb.ID, ka.Activation, ka.Created, ka.ID)
 	})
 	return s, nil
+}
+
+// compareAge orders keys for the choice of primary: by activation, then
+// creation, then id, so every instance picks the same primary from the
+// same keys in any order.
+func compareAge(aAct, aCreated time.Time, aID uint32, bAct, bCreated time.Time, bID uint32) int {
+	if c := aAct.Compare(bAct); c != 0 {
+		return c
+	}
+	if c := aCreated.Compare(bCreated); c != 0 {
+		return c
+	}
+	return cmpID(aID, bID)
 }
 
 func cmpID(a, b uint32) int {
@@ -103,6 +110,19 @@ func (s *Snapshot) Keys() []Key {
 	}
 	return out
 }
+
+// Policy returns the policy of the keyset the snapshot was loaded from, if
+// it was loaded from one.
+func (s *Snapshot) Policy() (Policy, bool) {
+	if s.policy == nil {
+		return Policy{}, false
+	}
+	return *s.policy, true
+}
+
+// Version returns the version of the keyset the snapshot was loaded from,
+// or 0.
+func (s *Snapshot) Version() uint64 { return s.version }
 
 // Len returns the number of keys, retired ones included.
 func (s *Snapshot) Len() int { return len(s.keys) }

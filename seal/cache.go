@@ -21,13 +21,21 @@ type cipherSet struct {
 	snap    *keyring.Snapshot
 	ids     []uint32 // sorted; keys that may open, that is, not retired
 	ciphers []*envelope.Cipher
+	limits
 }
 
-func (cc *cipherCache) get(snap *keyring.Snapshot) *cipherSet {
+// limits are the time bounds in force for one snapshot: the Sealer's
+// options, tightened by the keyset's policy.
+type limits struct {
+	defaultTTL, maxTTL time.Duration
+	maxTTLSec, skewSec int64
+}
+
+func (cc *cipherCache) get(snap *keyring.Snapshot, cfg *config) *cipherSet {
 	if cs := cc.cur.Load(); cs != nil && cs.snap == snap {
 		return cs
 	}
-	cs := &cipherSet{snap: snap}
+	cs := &cipherSet{snap: snap, limits: cfg.limits(snap)}
 	for _, k := range snap.Keys() {
 		if k.State != keyring.Retired {
 			c, err := envelope.NewCipher(version(k.Algorithm), k.Material)
@@ -43,18 +51,6 @@ func (cc *cipherCache) get(snap *keyring.Snapshot) *cipherSet {
 	// Concurrent rebuilds for one snapshot are equivalent; any may win.
 	cc.cur.Store(cs)
 	return cs
-}
-
-func (cc *cipherCache) lookup(snap *keyring.Snapshot, id uint32) *envelope.Cipher {
-	return cc.get(snap).find(id)
-}
-
-func (cc *cipherCache) primary(snap *keyring.Snapshot, now time.Time) (*envelope.Cipher, uint32, error) {
-	k, err := snap.Primary(now)
-	if err != nil {
-		return nil, 0, err
-	}
-	return cc.get(snap).find(k.ID), k.ID, nil
 }
 
 func (cs *cipherSet) find(id uint32) *envelope.Cipher {

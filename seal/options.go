@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/internal/envelope"
+	"github.com/stateseal/stateseal/keyring"
 )
 
 // Defaults. A request state lives while a user answers a prompt; ten
@@ -26,7 +27,7 @@ type Option func(*config) error
 
 type config struct {
 	defaultTTL, maxTTL, skew time.Duration
-	maxTTLSec, skewSec       int64 // the same in whole seconds, for Open
+	maxTTLSet, skewSet       bool // given as options, not defaults
 	maxLen                   int
 	now                      func() time.Time
 }
@@ -45,12 +46,14 @@ func WithDefaultTTL(d time.Duration) Option {
 // WithMaxTTL sets the longest lifetime Seal gives a token and Open accepts.
 // Seal caps longer TTLs at it; Open rejects an authentic token that claims a
 // longer lifetime as invalid. It is counted in whole seconds, rounded down.
+// A keyset loaded from a file carries its own maximum; this option can only
+// lower it.
 func WithMaxTTL(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Second || d > MaxTTLLimit {
 			return fmt.Errorf("stateseal: maximum TTL %v is outside [1s, %v]", d, MaxTTLLimit)
 		}
-		c.maxTTL = d.Truncate(time.Second)
+		c.maxTTL, c.maxTTLSet = d.Truncate(time.Second), true
 		return nil
 	}
 }
@@ -58,12 +61,14 @@ func WithMaxTTL(d time.Duration) Option {
 // WithSkew sets how far the clocks of the instances that seal and open may
 // disagree. Open accepts a token issued up to skew in the future and up to
 // skew after its expiry. It is counted in whole seconds, rounded down.
+// A keyset loaded from a file carries its own skew; this option can only
+// lower it.
 func WithSkew(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 || d > 10*time.Minute {
 			return fmt.Errorf("stateseal: clock skew %v is outside [0, 10m]", d)
 		}
-		c.skew = d.Truncate(time.Second)
+		c.skew, c.skewSet = d.Truncate(time.Second), true
 		return nil
 	}
 }
@@ -108,7 +113,29 @@ func newConfig(opts []Option) (config, error) {
 	if c.defaultTTL > c.maxTTL {
 		return config{}, fmt.Errorf("stateseal: default TTL %v exceeds maximum TTL %v", c.defaultTTL, c.maxTTL)
 	}
-	c.maxTTLSec = int64(c.maxTTL / time.Second)
-	c.skewSec = int64(c.skew / time.Second)
 	return c, nil
+}
+
+// limits returns the bounds in force for snap. A keyset's policy holds
+// for the whole fleet, and rotation's safety rules count on it, so an
+// option may tighten it but never loosen it.
+func (c *config) limits(snap *keyring.Snapshot) limits {
+	maxTTL, skew := c.maxTTL, c.skew
+	if p, ok := snap.Policy(); ok {
+		maxTTL = tighten(c.maxTTLSet, c.maxTTL, p.MaxTTL)
+		skew = tighten(c.skewSet, c.skew, p.Skew)
+	}
+	return limits{
+		defaultTTL: min(c.defaultTTL, maxTTL),
+		maxTTL:     maxTTL,
+		maxTTLSec:  int64(maxTTL / time.Second),
+		skewSec:    int64(skew / time.Second),
+	}
+}
+
+func tighten(set bool, option, policy time.Duration) time.Duration {
+	if set {
+		return min(option, policy)
+	}
+	return policy
 }

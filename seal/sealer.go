@@ -61,19 +61,22 @@ func (s *Sealer) AppendSeal(dst []byte, b Binding, payload []byte, ttl time.Dura
 // sealRaw seals into sc and returns the envelope, before encoding. A nil
 // nonce means a random one; the test vectors pass theirs.
 func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Duration, nonce []byte) ([]byte, error) {
+	snap := s.ring.Current()
+	cs := s.set.get(snap, &s.cfg)
 	switch {
 	case ttl < 0:
 		return nil, errors.New("stateseal: negative TTL")
 	case ttl == 0:
-		ttl = s.cfg.defaultTTL
-	case ttl > s.cfg.maxTTL:
-		ttl = s.cfg.maxTTL
+		ttl = cs.defaultTTL
+	case ttl > cs.maxTTL:
+		ttl = cs.maxTTL
 	}
 	now := s.cfg.now()
-	c, id, err := s.set.primary(s.ring.Current(), now)
+	k, err := snap.Primary(now)
 	if err != nil {
 		return nil, err
 	}
+	c, id := cs.find(k.ID), k.ID
 	if envelope.EncodedLen(envelope.Overhead(c.Version())+len(payload)) > s.cfg.maxLen {
 		return nil, ErrTooLarge
 	}
@@ -134,7 +137,8 @@ func (s *Sealer) open(dst []byte, b Binding, token []byte, exact bool) ([]byte, 
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	c, h, raw, ad, err := s.parse(sc.buf[:0], b, token)
+	cs := s.set.get(s.ring.Current(), &s.cfg)
+	c, h, raw, ad, err := parse(cs, sc.buf[:0], b, token)
 	sc.buf = raw[:0]
 	if err != nil {
 		return dst, err
@@ -143,13 +147,13 @@ func (s *Sealer) open(dst []byte, b Binding, token []byte, exact bool) ([]byte, 
 	if exact {
 		dst = make([]byte, 0, c.PayloadLen(len(body)))
 	}
-	return s.finish(dst, c, h, body, ad, now)
+	return finish(&cs.limits, dst, c, h, body, ad, now)
 }
 
 // parse runs the checks that need no key material: encoding, version and
 // key id. It decodes the token into buf and appends the associated data
 // after it, in the same array. raw is always the start of that array.
-func (s *Sealer) parse(buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h envelope.Header, raw, ad []byte, err error) {
+func parse(cs *cipherSet, buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h envelope.Header, raw, ad []byte, err error) {
 	raw, err = envelope.AppendDecode(buf, tok)
 	if err != nil {
 		return nil, h, buf, nil, ErrMalformed
@@ -158,7 +162,7 @@ func (s *Sealer) parse(buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h
 	if err != nil {
 		return nil, h, raw, nil, ErrMalformed
 	}
-	if c = s.set.lookup(s.ring.Current(), h.KeyID); c == nil {
+	if c = cs.find(h.KeyID); c == nil {
 		return nil, h, raw, nil, ErrUnknownKey
 	}
 	if c.Version() != h.Version {
@@ -172,8 +176,8 @@ func (s *Sealer) parse(buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h
 
 // finish authenticates, then applies the time checks. The time verdict is
 // computed first but reported only for an authentic token.
-func (s *Sealer) finish(dst []byte, c *envelope.Cipher, h envelope.Header, body, ad []byte, now time.Time) ([]byte, error) {
-	verdict := s.checkTime(h, now)
+func finish(lim *limits, dst []byte, c *envelope.Cipher, h envelope.Header, body, ad []byte, now time.Time) ([]byte, error) {
+	verdict := lim.checkTime(h, now)
 	n := len(dst)
 	out, err := c.Open(dst, ad, body)
 	if err != nil {
@@ -189,15 +193,15 @@ func (s *Sealer) finish(dst []byte, c *envelope.Cipher, h envelope.Header, body,
 // checkTime works in whole Unix seconds, the resolution of the header. For
 // an integer T, now >= T exactly when now.Unix() >= T, so truncating now
 // loses nothing.
-func (s *Sealer) checkTime(h envelope.Header, now time.Time) error {
-	if int64(h.Lifetime) > s.cfg.maxTTLSec {
+func (lim *limits) checkTime(h envelope.Header, now time.Time) error {
+	if int64(h.Lifetime) > lim.maxTTLSec {
 		return errLifetime
 	}
 	t := now.Unix()
-	if h.IssuedAt-s.cfg.skewSec > t {
+	if h.IssuedAt-lim.skewSec > t {
 		return ErrNotYetValid
 	}
-	if t >= h.IssuedAt+int64(h.Lifetime)+s.cfg.skewSec {
+	if t >= h.IssuedAt+int64(h.Lifetime)+lim.skewSec {
 		return ErrExpired
 	}
 	return nil

@@ -1,0 +1,99 @@
+// Package backends holds key-encryption keys (KEKs): the keys that wrap a
+// keyset's data keys at rest.
+//
+// A [KEK] has two methods, Wrap and Unwrap, like age's Recipient and
+// Identity. Each backend opens a KEK from a URL; [Open] picks the backend by
+// the URL's scheme from a [Registry]. The local backend (package
+// backends/local, scheme "local") is always registered in [Default]: it
+// needs no cloud and is the embedded default. Cloud backends register
+// their schemes when their packages are imported.
+//
+// KEKs are called when a keyset is loaded, reloaded or edited, never when a
+// token is sealed or opened.
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// A KEK wraps and unwraps data keys. associatedData is authenticated but
+// not stored: Unwrap succeeds only with the associatedData Wrap was given,
+// which keyrings use to bind a wrapped key to its keyset and key id.
+// Implementations are safe for concurrent use.
+type KEK interface {
+	Wrap(ctx context.Context, plaintext, associatedData []byte) ([]byte, error)
+	Unwrap(ctx context.Context, wrapped, associatedData []byte) ([]byte, error)
+}
+
+// ErrUnwrap reports wrapped bytes that do not unwrap: changed, wrapped by
+// another KEK, or bound to other associated data.
+var ErrUnwrap = errors.New("backends: wrapped key does not unwrap with this KEK and associated data")
+
+// An Opener opens the KEK a URL names. dir is the directory that relative
+// paths in the URL are resolved against (the keyset's directory), or "".
+type Opener func(ctx context.Context, u *url.URL, dir string) (KEK, error)
+
+// A Registry maps URL schemes to openers.
+type Registry struct {
+	mu      sync.RWMutex
+	openers map[string]Opener
+}
+
+// Default is the registry Open uses.
+var Default = new(Registry)
+
+// Register makes scheme open with o. It panics if the scheme is taken, as
+// two backends claiming one scheme is a build mistake.
+func (r *Registry) Register(scheme string, o Opener) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.openers == nil {
+		r.openers = map[string]Opener{}
+	}
+	if _, dup := r.openers[scheme]; dup {
+		panic("backends: scheme " + scheme + " registered twice")
+	}
+	r.openers[scheme] = o
+}
+
+// Schemes lists the registered schemes, sorted.
+func (r *Registry) Schemes() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var s []string
+	for k := range r.openers {
+		s = append(s, k)
+	}
+	sort.Strings(s)
+	return s
+}
+
+// Open opens the KEK named by rawURL. Relative paths in it resolve against
+// dir.
+func (r *Registry) Open(ctx context.Context, rawURL, dir string) (KEK, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("backends: KEK URL %q: %w", rawURL, err)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("backends: KEK URL %q has no scheme (registered: %s)", rawURL, strings.Join(r.Schemes(), ", "))
+	}
+	r.mu.RLock()
+	o := r.openers[u.Scheme]
+	r.mu.RUnlock()
+	if o == nil {
+		return nil, fmt.Errorf("backends: KEK URL %q: no backend for scheme %q (registered: %s)", rawURL, u.Scheme, strings.Join(r.Schemes(), ", "))
+	}
+	return o(ctx, u, dir)
+}
+
+// Open opens rawURL with the Default registry.
+func Open(ctx context.Context, rawURL, dir string) (KEK, error) {
+	return Default.Open(ctx, rawURL, dir)
+}

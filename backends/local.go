@@ -1,0 +1,157 @@
+package backends
+
+import (
+	"context"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// The local backend keeps a 32-byte KEK in a file or an environment
+// variable and wraps with XChaCha20-Poly1305. It needs no network and is
+// the embedded default. URLs:
+//
+//	local:NAME             a file, relative to the keyset's directory
+//	local:/abs/path        a file, absolute (also local:///abs/path)
+//	local://env/VARIABLE   an environment variable
+//
+// The file or variable holds one line, "stateseal-kek-v1:" followed by the
+// key in unpadded base64url. [GenerateLocal] writes a new one.
+func init() { Default.Register("local", openLocal) }
+
+const localPrefix = "stateseal-kek-v1:"
+
+// localVersion leads every wrapped key, so the wrapping can change later.
+const localVersion = 1
+
+type localKEK struct{ aead cipher.AEAD }
+
+func openLocal(_ context.Context, u *url.URL, dir string) (KEK, error) {
+	path, env, err := LocalSource(u, dir)
+	if err != nil {
+		return nil, err
+	}
+	var text string
+	if env != "" {
+		v, ok := os.LookupEnv(env)
+		if !ok {
+			return nil, fmt.Errorf("backends: local KEK: environment variable %s is not set", env)
+		}
+		text = v
+	} else {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("backends: local KEK: %w", err)
+		}
+		text = string(b)
+	}
+	key, err := parseLocalKey(strings.TrimSpace(text))
+	if err != nil {
+		where := path
+		if env != "" {
+			where = "$" + env
+		}
+		return nil, fmt.Errorf("backends: local KEK %s: %w", where, err)
+	}
+	aead, err := chacha20poly1305.NewX(key)
+	if err != nil {
+		return nil, err
+	}
+	return &localKEK{aead: aead}, nil
+}
+
+// LocalSource returns the file path or the environment variable a local
+// URL names.
+func LocalSource(u *url.URL, dir string) (path, env string, err error) {
+	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", "", fmt.Errorf("backends: %q is not a local KEK URL (local:FILE or local://env/VARIABLE)", u)
+	}
+	switch {
+	case u.Host == "env":
+		name := strings.TrimPrefix(u.Path, "/")
+		if name == "" || strings.ContainsAny(name, "/=") {
+			return "", "", fmt.Errorf("backends: local KEK URL %q: bad variable name", u)
+		}
+		return "", name, nil
+	case u.Host != "":
+		return "", "", fmt.Errorf("backends: local KEK URL %q: unknown host %q (use local:FILE or local://env/VARIABLE)", u, u.Host)
+	case u.Opaque != "":
+		path = u.Opaque
+	default:
+		path = u.Path
+	}
+	if path == "" {
+		return "", "", fmt.Errorf("backends: local KEK URL %q names no file", u)
+	}
+	if !filepath.IsAbs(path) && dir != "" {
+		path = filepath.Join(dir, path)
+	}
+	return path, "", nil
+}
+
+func parseLocalKey(s string) ([]byte, error) {
+	enc, ok := strings.CutPrefix(s, localPrefix)
+	if !ok {
+		return nil, errors.New(`not a stateseal KEK (want "` + localPrefix + `..." on one line)`)
+	}
+	key, err := base64.RawURLEncoding.Strict().DecodeString(enc)
+	if err != nil || len(key) != chacha20poly1305.KeySize {
+		return nil, errors.New("the key is not 32 bytes of unpadded base64url")
+	}
+	return key, nil
+}
+
+func (k *localKEK) Wrap(_ context.Context, plaintext, ad []byte) ([]byte, error) {
+	out := make([]byte, 1+chacha20poly1305.NonceSizeX, 1+chacha20poly1305.NonceSizeX+len(plaintext)+k.aead.Overhead())
+	out[0] = localVersion
+	rand.Read(out[1:])
+	return k.aead.Seal(out, out[1:], plaintext, ad), nil
+}
+
+func (k *localKEK) Unwrap(_ context.Context, wrapped, ad []byte) ([]byte, error) {
+	if len(wrapped) < 1+chacha20poly1305.NonceSizeX+k.aead.Overhead() || wrapped[0] != localVersion {
+		return nil, ErrUnwrap
+	}
+	nonce, ct := wrapped[1:1+chacha20poly1305.NonceSizeX], wrapped[1+chacha20poly1305.NonceSizeX:]
+	pt, err := k.aead.Open(nil, nonce, ct, ad)
+	if err != nil {
+		return nil, ErrUnwrap
+	}
+	return pt, nil
+}
+
+// GenerateLocal writes a new local KEK to path, readable by its owner only.
+// It never overwrites: an existing file is an error.
+func GenerateLocal(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("backends: creating local KEK: %w", err)
+	}
+	if _, err := f.WriteString(NewLocalKey() + "\n"); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("backends: writing local KEK: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("backends: writing local KEK: %w", err)
+	}
+	return f.Close()
+}
+
+// NewLocalKey returns a new local KEK in its text form, for a file or an
+// environment variable.
+func NewLocalKey() string {
+	key := make([]byte, chacha20poly1305.KeySize)
+	rand.Read(key)
+	return localPrefix + base64.RawURLEncoding.EncodeToString(key)
+}

@@ -1,0 +1,161 @@
+// Package keysetjson reads and writes the JSON form of a keyset document,
+// strictly: unknown fields, unknown formats, trailing data and malformed
+// values are errors. docs/KEYSET.md is its specification. Package keyring
+// gives the document its meaning.
+package keysetjson
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Format is the value of the "format" member of every version-1 keyset.
+const Format = "stateseal-keyset-v1"
+
+// Doc is a keyset document as it is stored.
+type Doc struct {
+	Format  string `json:"format"`
+	ID      string `json:"id"`
+	Version uint64 `json:"version"`
+	KEK     string `json:"kek"`
+	Policy  Policy `json:"policy"`
+	Keys    []Key  `json:"keys"`
+}
+
+// Policy values are whole seconds.
+type Policy struct {
+	PropagationDelay int64 `json:"propagation_delay_seconds"`
+	MaxTTL           int64 `json:"max_ttl_seconds"`
+	Skew             int64 `json:"skew_seconds"`
+	RotationInterval int64 `json:"rotation_interval_seconds"`
+}
+
+// Key is one key entry. ID is 8 lower-case hex digits; Wrapped is unpadded
+// base64url.
+type Key struct {
+	ID         string    `json:"id"`
+	Algorithm  string    `json:"algorithm"`
+	State      string    `json:"state"`
+	Created    time.Time `json:"created"`
+	Activation time.Time `json:"activation"`
+	Wrapped    string    `json:"wrapped"`
+}
+
+// MaxSize bounds a keyset document. A keyset holds a handful of keys; a
+// larger file is a mistake or an attack, and is not read.
+const MaxSize = 1 << 20
+
+// Parse decodes a document strictly.
+func Parse(data []byte) (*Doc, error) {
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("keyset is %d bytes, over the %d-byte limit", len(data), MaxSize)
+	}
+	// Peek at the format first, so a future version gets a clear error
+	// rather than a complaint about its new fields.
+	var head struct {
+		Format *string `json:"format"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("keyset is not valid JSON: %w", err)
+	}
+	if head.Format == nil {
+		return nil, errors.New(`keyset has no "format" member`)
+	}
+	if *head.Format != Format {
+		return nil, fmt.Errorf("keyset format %q is not supported (this version reads %q)", *head.Format, Format)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var d Doc
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("keyset: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("keyset has data after its JSON object")
+	}
+	if err := rejectDuplicateMembers(data); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Marshal encodes a document, indented, with a final newline.
+func Marshal(d *Doc) ([]byte, error) {
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseKeyID parses 8 lower-case hex digits.
+func ParseKeyID(s string) (uint32, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 4 || hex.EncodeToString(b) != s {
+		return 0, fmt.Errorf("key id %q is not 8 lower-case hex digits", s)
+	}
+	return binary.BigEndian.Uint32(b), nil
+}
+
+// ParseWrapped decodes the wrapped data key.
+func ParseWrapped(s string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) == 0 {
+		return nil, errors.New("wrapped key is not unpadded base64url")
+	}
+	return b, nil
+}
+
+// FormatWrapped encodes a wrapped data key.
+func FormatWrapped(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// rejectDuplicateMembers walks the document: encoding/json keeps the last of
+// two members with one name, so {"state":"retired","state":"active"} would
+// otherwise read as active.
+func rejectDuplicateMembers(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func() error
+	walk = func() error {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				name := k.(string)
+				if seen[name] {
+					return fmt.Errorf("keyset has the member %q twice in one object", name)
+				}
+				seen[name] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	return walk()
+}

@@ -1,0 +1,285 @@
+package keyring
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keysetjson"
+)
+
+// A Keyset is the stored form of a keyring: a versioned document of keys
+// whose data keys are wrapped by a key-encryption key (KEK). Every edit
+// increments Version; writes are compare-and-swap on it. docs/KEYSET.md
+// specifies the file.
+type Keyset struct {
+	ID      string // random; binds the wrapped keys to this keyset
+	Version uint64
+	KEK     string // URL of the KEK, such as local:stateseal.kek
+	Policy  Policy
+	Keys    []StoredKey
+}
+
+// A StoredKey is a key as a keyset holds it: its data key wrapped.
+type StoredKey struct {
+	ID         uint32
+	Algorithm  Algorithm
+	State      State
+	Created    time.Time
+	Activation time.Time
+	Wrapped    []byte
+}
+
+// Policy holds the timing every instance and the CLI must agree on, so it
+// lives in the keyset.
+type Policy struct {
+	// PropagationDelay is how long a new key waits before it seals: longer
+	// than any instance takes to reload the keyset.
+	PropagationDelay time.Duration
+	// MaxTTL is the longest token lifetime; seal caps TTLs at it.
+	MaxTTL time.Duration
+	// Skew is the clock disagreement tolerated between instances.
+	Skew time.Duration
+	// RotationInterval is how often the scheduler rotates.
+	RotationInterval time.Duration
+}
+
+// DefaultPolicy returns the policy of a new keyset.
+func DefaultPolicy() Policy {
+	return Policy{
+		PropagationDelay: 10 * time.Minute,
+		MaxTTL:           time.Hour,
+		Skew:             30 * time.Second,
+		RotationInterval: 30 * 24 * time.Hour,
+	}
+}
+
+// Validate checks the policy's values.
+func (p Policy) Validate() error {
+	switch {
+	case p.PropagationDelay < 0:
+		return errors.New("keyring: negative propagation delay")
+	case p.MaxTTL < time.Second || p.MaxTTL > (1<<24-1)*time.Second:
+		return fmt.Errorf("keyring: maximum TTL %v is outside [1s, 194 days]", p.MaxTTL)
+	case p.Skew < 0 || p.Skew > 10*time.Minute:
+		return fmt.Errorf("keyring: clock skew %v is outside [0, 10m]", p.Skew)
+	case p.RotationInterval < 0:
+		return errors.New("keyring: negative rotation interval")
+	case p.RotationInterval > 0 && p.RotationInterval <= p.PropagationDelay:
+		return fmt.Errorf("keyring: rotation interval %v must exceed the propagation delay %v", p.RotationInterval, p.PropagationDelay)
+	}
+	for _, d := range []time.Duration{p.PropagationDelay, p.MaxTTL, p.Skew, p.RotationInterval} {
+		if d%time.Second != 0 {
+			return fmt.Errorf("keyring: policy duration %v is not whole seconds", d)
+		}
+	}
+	return nil
+}
+
+// NewKeysetID returns a random keyset id.
+func NewKeysetID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "ks-" + hex.EncodeToString(b)
+}
+
+// WrapAD is the associated data a data key is wrapped with: the keyset id
+// and the key id. A wrapped key copied into another slot or another keyset
+// does not unwrap there.
+func WrapAD(keysetID string, keyID uint32) []byte {
+	return fmt.Appendf(nil, "%s\x00%s\x00%s", keysetjson.Format, keysetID, FormatID(keyID))
+}
+
+// ParseKeyset reads a keyset document strictly and validates it. Unknown
+// fields, unknown formats and invalid values are errors.
+func ParseKeyset(data []byte) (*Keyset, error) {
+	d, err := keysetjson.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: %w", err)
+	}
+	ks := &Keyset{
+		ID: d.ID, Version: d.Version, KEK: d.KEK,
+		Policy: Policy{
+			PropagationDelay: time.Duration(d.Policy.PropagationDelay) * time.Second,
+			MaxTTL:           time.Duration(d.Policy.MaxTTL) * time.Second,
+			Skew:             time.Duration(d.Policy.Skew) * time.Second,
+			RotationInterval: time.Duration(d.Policy.RotationInterval) * time.Second,
+		},
+	}
+	for _, k := range d.Keys {
+		sk, err := parseStoredKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("keyring: keyset %s: %w", d.ID, err)
+		}
+		ks.Keys = append(ks.Keys, sk)
+	}
+	if err := ks.Validate(); err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
+
+func parseStoredKey(k keysetjson.Key) (StoredKey, error) {
+	id, err := keysetjson.ParseKeyID(k.ID)
+	if err != nil {
+		return StoredKey{}, err
+	}
+	alg, err := ParseAlgorithm(k.Algorithm)
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("key %s: %w", k.ID, err)
+	}
+	st, err := ParseState(k.State)
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("key %s: %w", k.ID, err)
+	}
+	w, err := keysetjson.ParseWrapped(k.Wrapped)
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("key %s: %w", k.ID, err)
+	}
+	return StoredKey{ID: id, Algorithm: alg, State: st, Created: k.Created, Activation: k.Activation, Wrapped: w}, nil
+}
+
+// Validate checks the keyset: an id and a KEK URL, a valid policy, unique
+// non-zero key ids, known algorithms and states, sane times, and at least
+// one active key.
+func (ks *Keyset) Validate() error {
+	if ks.ID == "" {
+		return errors.New("keyring: keyset has no id")
+	}
+	if ks.KEK == "" {
+		return fmt.Errorf("keyring: keyset %s names no KEK", ks.ID)
+	}
+	if err := ks.Policy.Validate(); err != nil {
+		return fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
+	}
+	seen := map[uint32]bool{}
+	active := 0
+	for _, k := range ks.Keys {
+		switch {
+		case k.ID == 0:
+			return fmt.Errorf("keyring: keyset %s: key id 00000000 is reserved", ks.ID)
+		case seen[k.ID]:
+			return fmt.Errorf("keyring: keyset %s: key %s appears twice", ks.ID, FormatID(k.ID))
+		case k.Algorithm != MAC && k.Algorithm != AEAD:
+			return fmt.Errorf("keyring: keyset %s: key %s: unknown algorithm", ks.ID, FormatID(k.ID))
+		case k.State != Active && k.State != DecryptOnly && k.State != Retired:
+			return fmt.Errorf("keyring: keyset %s: key %s: unknown state", ks.ID, FormatID(k.ID))
+		case k.Created.IsZero() || k.Activation.IsZero():
+			return fmt.Errorf("keyring: keyset %s: key %s: missing created or activation time", ks.ID, FormatID(k.ID))
+		case k.Activation.Before(k.Created):
+			return fmt.Errorf("keyring: keyset %s: key %s: activation %s is before creation %s", ks.ID, FormatID(k.ID),
+				k.Activation.Format(time.RFC3339), k.Created.Format(time.RFC3339))
+		case len(k.Wrapped) == 0:
+			return fmt.Errorf("keyring: keyset %s: key %s: no wrapped data key", ks.ID, FormatID(k.ID))
+		}
+		seen[k.ID] = true
+		if k.State == Active {
+			active++
+		}
+	}
+	if active == 0 {
+		return fmt.Errorf("keyring: keyset %s has no active key", ks.ID)
+	}
+	return nil
+}
+
+// Marshal encodes the keyset as its JSON document.
+func (ks *Keyset) Marshal() ([]byte, error) {
+	if err := ks.Validate(); err != nil {
+		return nil, err
+	}
+	d := &keysetjson.Doc{
+		Format: keysetjson.Format, ID: ks.ID, Version: ks.Version, KEK: ks.KEK,
+		Policy: keysetjson.Policy{
+			PropagationDelay: int64(ks.Policy.PropagationDelay / time.Second),
+			MaxTTL:           int64(ks.Policy.MaxTTL / time.Second),
+			Skew:             int64(ks.Policy.Skew / time.Second),
+			RotationInterval: int64(ks.Policy.RotationInterval / time.Second),
+		},
+		Keys: []keysetjson.Key{},
+	}
+	for _, k := range ks.Keys {
+		d.Keys = append(d.Keys, keysetjson.Key{
+			ID: FormatID(k.ID), Algorithm: k.Algorithm.String(), State: k.State.String(),
+			Created: k.Created.UTC(), Activation: k.Activation.UTC(), Wrapped: keysetjson.FormatWrapped(k.Wrapped),
+		})
+	}
+	return keysetjson.Marshal(d)
+}
+
+// Clone returns a deep copy, for editing.
+func (ks *Keyset) Clone() *Keyset {
+	c := *ks
+	c.Keys = make([]StoredKey, len(ks.Keys))
+	for i, k := range ks.Keys {
+		k.Wrapped = append([]byte(nil), k.Wrapped...)
+		c.Keys[i] = k
+	}
+	return &c
+}
+
+// Key returns the stored key with the given id.
+func (ks *Keyset) Key(id uint32) (*StoredKey, bool) {
+	for i := range ks.Keys {
+		if ks.Keys[i].ID == id {
+			return &ks.Keys[i], true
+		}
+	}
+	return nil, false
+}
+
+// Primary returns the key that seals at now, by the rule of
+// Snapshot.Primary: the newest active key whose activation has passed.
+func (ks *Keyset) Primary(now time.Time) (*StoredKey, bool) {
+	var best *StoredKey
+	for i := range ks.Keys {
+		k := &ks.Keys[i]
+		if k.State != Active || k.Activation.After(now) {
+			continue
+		}
+		if best == nil || compareAge(k.Activation, k.Created, k.ID, best.Activation, best.Created, best.ID) > 0 {
+			best = k
+		}
+	}
+	return best, best != nil
+}
+
+// Wrap wraps k's material under kek for this keyset and returns the stored
+// form. Times are truncated to seconds, the resolution of the document.
+func (ks *Keyset) Wrap(ctx context.Context, kek backends.KEK, k Key) (StoredKey, error) {
+	w, err := kek.Wrap(ctx, k.Material, WrapAD(ks.ID, k.ID))
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("keyring: wrapping key %s: %w", FormatID(k.ID), err)
+	}
+	return StoredKey{
+		ID: k.ID, Algorithm: k.Algorithm, State: k.State,
+		Created: k.Created.UTC().Truncate(time.Second), Activation: k.Activation.UTC().Truncate(time.Second),
+		Wrapped: w,
+	}, nil
+}
+
+// UnwrapKey unwraps one stored key.
+func (ks *Keyset) UnwrapKey(ctx context.Context, kek backends.KEK, sk StoredKey) (Key, error) {
+	m, err := kek.Unwrap(ctx, sk.Wrapped, WrapAD(ks.ID, sk.ID))
+	if err != nil {
+		return Key{}, fmt.Errorf("keyring: keyset %s: key %s: %w", ks.ID, FormatID(sk.ID), err)
+	}
+	if len(m) != KeySize {
+		return Key{}, fmt.Errorf("keyring: keyset %s: key %s: unwrapped to %d bytes, want %d", ks.ID, FormatID(sk.ID), len(m), KeySize)
+	}
+	return Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State, Created: sk.Created, Activation: sk.Activation, Material: m}, nil
+}
+
+// IDs returns the stored keys as Keys that carry only their ids, for
+// NewKey to draw an id none of them has.
+func (ks *Keyset) IDs() []Key {
+	out := make([]Key, len(ks.Keys))
+	for i, k := range ks.Keys {
+		out[i] = Key{ID: k.ID}
+	}
+	return out
+}

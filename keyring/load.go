@@ -1,0 +1,228 @@
+package keyring
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+)
+
+// LoadOptions configure loading a keyset file. The zero value is usable.
+type LoadOptions struct {
+	// KEK, if set, overrides the keyset's KEK URL.
+	KEK string
+	// Backends opens the KEK; nil means backends.Default.
+	Backends *backends.Registry
+	// Now is the clock that decides whether a primary key is usable;
+	// nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *LoadOptions) now() time.Time {
+	if o == nil || o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+// OpenKEK opens the KEK of ks: the override in o if set, else ks.KEK,
+// with relative local paths resolved against the keyset's directory.
+func OpenKEK(ctx context.Context, ks *Keyset, path string, o *LoadOptions) (backends.KEK, error) {
+	url, reg := ks.KEK, backends.Default
+	if o != nil && o.KEK != "" {
+		url = o.KEK
+	}
+	if o != nil && o.Backends != nil {
+		reg = o.Backends
+	}
+	return reg.Open(ctx, url, filepath.Dir(path))
+}
+
+// LoadFile reads the keyset at path, unwraps every key that may open
+// tokens (retired keys stay wrapped), and returns the snapshot. A keyset
+// with no active key whose activation has passed is an error here, not a
+// surprise at the first Seal.
+func LoadFile(ctx context.Context, path string, o *LoadOptions) (*Snapshot, *Keyset, error) {
+	l := &Loader{Path: path}
+	if o != nil {
+		l.Options = *o
+	}
+	snap, ks, err := l.load(ctx)
+	return snap, ks, err
+}
+
+// A Loader keeps a Ring in step with a keyset file. Load it once, then
+// call Reload, or Run to poll. A keyset that cannot be read, parsed or
+// unwrapped never replaces the ring's keys: the last good snapshot keeps
+// serving and the error goes to slog and OnError.
+type Loader struct {
+	Path    string
+	Options LoadOptions
+	// Logger receives reload events; nil means slog.Default().
+	Logger *slog.Logger
+	// OnError, if set, is called with every failed reload.
+	OnError func(error)
+
+	mu      sync.Mutex
+	ring    *Ring
+	current *Keyset
+	stat    os.FileInfo
+	cache   map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
+}
+
+type cacheKey struct {
+	keyset, kek string
+	id          uint32
+	wrapped     string
+}
+
+// Load reads the keyset and returns a ring holding it. It fails if the
+// first load fails.
+func (l *Loader) Load(ctx context.Context) (*Ring, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	snap, ks, err := l.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ring, err := NewRing(snap)
+	if err != nil {
+		return nil, err
+	}
+	l.ring, l.current = ring, ks
+	return ring, nil
+}
+
+// Reload reads the keyset again and, if its version changed, installs it.
+// On failure the ring keeps its keys, and the error is logged, passed to
+// OnError and returned.
+func (l *Loader) Reload(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ring == nil {
+		return errors.New("keyring: Reload before Load")
+	}
+	return l.reload(ctx, true)
+}
+
+// Run polls the keyset file every interval until ctx is done. A poll
+// reads the file only when its size or modification time changed, and
+// unwraps only when its version changed.
+func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return errors.New("keyring: poll interval must be positive")
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			l.mu.Lock()
+			if l.ring != nil {
+				l.reload(ctx, false) // reported inside
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+func (l *Loader) reload(ctx context.Context, force bool) error {
+	if !force && l.unchanged() {
+		return nil
+	}
+	snap, ks, err := l.load(ctx)
+	if err != nil {
+		l.report(err)
+		return err
+	}
+	if ks.ID == l.current.ID && ks.Version == l.current.Version {
+		return nil
+	}
+	if ks.ID != l.current.ID {
+		l.logger().Warn("stateseal keyset replaced by another keyset", "path", l.Path, "old", l.current.ID, "new", ks.ID)
+	}
+	l.ring.Store(snap)
+	l.logger().Info("stateseal keyset reloaded", "path", l.Path, "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
+	l.current = ks
+	return nil
+}
+
+func (l *Loader) unchanged() bool {
+	fi, err := os.Stat(l.Path)
+	if err != nil || l.stat == nil {
+		return false
+	}
+	return fi.Size() == l.stat.Size() && fi.ModTime().Equal(l.stat.ModTime())
+}
+
+func (l *Loader) report(err error) {
+	l.logger().Error("stateseal keyset reload failed; keeping the last good keys", "path", l.Path, "err", err)
+	if l.OnError != nil {
+		l.OnError(err)
+	}
+}
+
+func (l *Loader) logger() *slog.Logger {
+	if l.Logger != nil {
+		return l.Logger
+	}
+	return slog.Default()
+}
+
+func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, error) {
+	fi, statErr := os.Stat(l.Path)
+	ks, err := ReadKeysetFile(l.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	kek, err := OpenKEK(ctx, ks, l.Path, &l.Options)
+	if err != nil {
+		return nil, nil, fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
+	}
+	kekURL := ks.KEK
+	if l.Options.KEK != "" {
+		kekURL = l.Options.KEK
+	}
+	next := map[cacheKey][]byte{}
+	var keys []Key
+	for _, sk := range ks.Keys {
+		if sk.State == Retired {
+			continue
+		}
+		ck := cacheKey{ks.ID, kekURL, sk.ID, string(sk.Wrapped)}
+		m, ok := l.cache[ck]
+		if !ok {
+			k, err := ks.UnwrapKey(ctx, kek, sk)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+			}
+			m = k.Material
+		}
+		next[ck] = m
+		keys = append(keys, Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State,
+			Created: sk.Created, Activation: sk.Activation, Material: bytes.Clone(m)})
+	}
+	snap, err := NewSnapshot(keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.Path)
+	}
+	if _, err := snap.Primary(l.Options.now()); err != nil {
+		return nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.Path, err)
+	}
+	p := ks.Policy
+	snap.policy, snap.version = &p, ks.Version
+	l.cache = next
+	if statErr == nil {
+		l.stat = fi
+	}
+	return snap, ks, nil
+}

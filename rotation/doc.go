@@ -1,0 +1,16 @@
+// Package rotation edits keyset files: it creates them, rotates, promotes,
+// demotes, retires and prunes keys, and rewraps every data key under a new
+// KEK. It never touches tokens.
+//
+// Every operation is one compare-and-swap edit: read the keyset, change a
+// copy, write it back only if nobody wrote in between (keyring.ErrConflict
+// otherwise). Two operators, or two instances running the [Scheduler], can
+// act at once without losing a key.
+//
+// The safety rules live here. [Rotate] gives the new key an activation time
+// one propagation delay ahead, so every instance has loaded it before any
+// seals with it. [Retire] refuses a key while tokens it may have sealed can
+// still be valid: until its successor's activation plus the maximum TTL
+// plus the clock skew. The last usable key is never retired or demoted.
+// docs/ROTATION.md is the operator's runbook.
+package rotation

@@ -1,0 +1,92 @@
+package rotation
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// Options configure every operation. The zero value is usable.
+type Options struct {
+	// KEK, if set, overrides the keyset's KEK URL for unwrapping and
+	// wrapping (Rewrap's target is its own argument).
+	KEK string
+	// Backends opens KEKs; nil means backends.Default.
+	Backends *backends.Registry
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives what the operations did; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) now() time.Time {
+	if o == nil || o.Now == nil {
+		return time.Now().UTC().Truncate(time.Second)
+	}
+	return o.Now().UTC().Truncate(time.Second)
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o == nil || o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+func (o *Options) loadOptions() *keyring.LoadOptions {
+	if o == nil {
+		return nil
+	}
+	return &keyring.LoadOptions{KEK: o.KEK, Backends: o.Backends, Now: o.Now}
+}
+
+// A Result says what an edit did.
+type Result struct {
+	Keyset   *keyring.Keyset // as written
+	Key      uint32          // the key the operation was about, if any
+	Warnings []string        // things an operator should know; the edit was made
+}
+
+// edit reads the keyset at path, applies fn to a copy, and writes it with
+// the next version. kek opens the keyset's KEK on demand.
+func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keyset, kek func() (backends.KEK, error)) (Result, error)) (Result, error) {
+	cur, err := keyring.ReadKeysetFile(path)
+	if err != nil {
+		return Result{}, err
+	}
+	ks := cur.Clone()
+	var opened backends.KEK
+	kek := func() (backends.KEK, error) {
+		if opened == nil {
+			k, err := keyring.OpenKEK(ctx, cur, path, o.loadOptions())
+			if err != nil {
+				return nil, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
+			}
+			opened = k
+		}
+		return opened, nil
+	}
+	res, err := fn(ks, kek)
+	if err != nil {
+		return Result{}, err
+	}
+	ks.Version = cur.Version + 1
+	if err := keyring.WriteKeysetFile(path, ks); err != nil {
+		return Result{}, err
+	}
+	res.Keyset = ks
+	return res, nil
+}
+
+// find returns the key with id, or an error naming the keyset.
+func find(ks *keyring.Keyset, id uint32) (*keyring.StoredKey, error) {
+	k, ok := ks.Key(id)
+	if !ok {
+		return nil, fmt.Errorf("rotation: keyset %s has no key %s", ks.ID, keyring.FormatID(id))
+	}
+	return k, nil
+}

@@ -1,0 +1,212 @@
+package rotation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// Init creates a keyset file at path with one key of alg, active at once
+// (no instance can hold an older keyset, so there is nothing to wait
+// for), wrapped by the KEK at kekURL. It fails if path exists.
+func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p keyring.Policy, o *Options) (Result, error) {
+	if err := p.Validate(); err != nil {
+		return Result{}, err
+	}
+	ks := &keyring.Keyset{ID: keyring.NewKeysetID(), Version: 1, KEK: kekURL, Policy: p}
+	if o != nil && o.KEK != "" {
+		return Result{}, errors.New("rotation: Init takes the KEK URL as its argument, not as an override")
+	}
+	kek, err := keyring.OpenKEK(ctx, ks, path, o.loadOptions())
+	if err != nil {
+		return Result{}, err
+	}
+	now := o.now()
+	k, err := keyring.NewKey(alg, now, now, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	sk, err := ks.Wrap(ctx, kek, k)
+	if err != nil {
+		return Result{}, err
+	}
+	ks.Keys = []keyring.StoredKey{sk}
+	if err := keyring.WriteKeysetFile(path, ks); err != nil {
+		return Result{}, err
+	}
+	o.logger().Info("stateseal keyset created", "path", path, "keyset", ks.ID, "key", keyring.FormatID(k.ID), "algorithm", alg)
+	return Result{Keyset: ks, Key: k.ID}, nil
+}
+
+// RotateOptions shape a rotation.
+type RotateOptions struct {
+	// Algorithm of the new key; 0 means the current primary's.
+	Algorithm keyring.Algorithm
+	// Immediate activates the new key now instead of after the propagation
+	// delay. Instances that have not reloaded cannot open its tokens until
+	// they do: for emergencies only.
+	Immediate bool
+}
+
+// Rotate adds a new active key whose activation is now plus the keyset's
+// propagation delay. Older keys stay as they are and keep opening tokens.
+// Rotating again while a rotation is still propagating works, and warns.
+func Rotate(ctx context.Context, path string, ro RotateOptions, o *Options) (Result, error) {
+	now := o.now()
+	res, err := edit(ctx, path, o, func(ks *keyring.Keyset, openKEK func() (backends.KEK, error)) (Result, error) {
+		var res Result
+		alg := ro.Algorithm
+		if alg == 0 {
+			p, ok := ks.Primary(now)
+			if !ok {
+				return res, fmt.Errorf("rotation: keyset %s has no primary key to take the algorithm from; name one", ks.ID)
+			}
+			alg = p.Algorithm
+		}
+		for _, k := range ks.Keys {
+			if k.State == keyring.Active && k.Activation.After(now) {
+				res.Warnings = append(res.Warnings, fmt.Sprintf(
+					"key %s, from an earlier rotation, is not active until %s: rotating again inside the propagation delay",
+					keyring.FormatID(k.ID), k.Activation.Format(time.RFC3339)))
+			}
+		}
+		activation := now.Add(ks.Policy.PropagationDelay)
+		if ro.Immediate {
+			activation = now
+			res.Warnings = append(res.Warnings, "the new key seals at once: instances that have not reloaded the keyset reject its tokens until they do")
+		}
+		k, err := keyring.NewKey(alg, now, activation, ks.IDs())
+		if err != nil {
+			return res, err
+		}
+		kek, err := openKEK()
+		if err != nil {
+			return res, err
+		}
+		sk, err := ks.Wrap(ctx, kek, k)
+		if err != nil {
+			return res, err
+		}
+		ks.Keys = append(ks.Keys, sk)
+		res.Key = k.ID
+		return res, nil
+	})
+	if err == nil {
+		o.logger().Info("stateseal key rotated", "path", path, "key", keyring.FormatID(res.Key),
+			"activation", res.Keyset.Keys[len(res.Keyset.Keys)-1].Activation, "version", res.Keyset.Version)
+	}
+	return res, err
+}
+
+// Promote makes key id active from now: the primary at once, for an
+// emergency in which waiting out the propagation delay is worse than
+// instances that have not reloaded rejecting its tokens for a while.
+func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
+	now := o.now()
+	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+		k, err := find(ks, id)
+		if err != nil {
+			return Result{}, err
+		}
+		if k.State == keyring.Retired {
+			return Result{}, fmt.Errorf("rotation: key %s is retired; retired keys do not come back", keyring.FormatID(id))
+		}
+		k.State = keyring.Active
+		k.Activation = now
+		if p, _ := ks.Primary(now); p.ID != id {
+			// Another key activated this very second and wins the tie.
+			return Result{}, fmt.Errorf("rotation: key %s cannot overtake key %s, activated this second; try again in a second",
+				keyring.FormatID(id), keyring.FormatID(p.ID))
+		}
+		return Result{Key: id, Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}, nil
+	})
+}
+
+// Demote makes key id decrypt-only: it keeps opening tokens but never
+// seals again. The current primary cannot be demoted (rotate first), nor
+// the last key able to seal.
+func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
+	now := o.now()
+	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+		k, err := find(ks, id)
+		if err != nil {
+			return Result{}, err
+		}
+		if k.State != keyring.Active {
+			return Result{}, fmt.Errorf("rotation: key %s is %s, not active", keyring.FormatID(id), k.State)
+		}
+		if p, ok := ks.Primary(now); ok && p.ID == id {
+			return Result{}, fmt.Errorf("rotation: key %s is the primary; rotate (or promote another key) before demoting it", keyring.FormatID(id))
+		}
+		k.State = keyring.DecryptOnly
+		if err := usable(ks, now); err != nil {
+			return Result{}, err
+		}
+		return Result{Key: id}, nil
+	})
+}
+
+// Prune removes retired keys from the keyset. Their tokens were already
+// rejected; pruning only shortens the file.
+func Prune(ctx context.Context, path string, o *Options) (Result, error) {
+	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+		var kept []keyring.StoredKey
+		for _, k := range ks.Keys {
+			if k.State != keyring.Retired {
+				kept = append(kept, k)
+			}
+		}
+		if len(kept) == len(ks.Keys) {
+			return Result{}, errors.New("rotation: no retired key to prune")
+		}
+		ks.Keys = kept
+		return Result{}, nil
+	})
+}
+
+// Rewrap re-encrypts every data key under the KEK at newKEK and makes it the
+// keyset's KEK. The data keys do not change, so no token breaks. Every key
+// is unwrapped with the old KEK first: a key that does not unwrap stops the
+// rewrap and nothing is written.
+func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error) {
+	return edit(ctx, path, o, func(ks *keyring.Keyset, openKEK func() (backends.KEK, error)) (Result, error) {
+		old, err := openKEK()
+		if err != nil {
+			return Result{}, err
+		}
+		reg := backends.Default
+		if o != nil && o.Backends != nil {
+			reg = o.Backends
+		}
+		next, err := reg.Open(ctx, newKEK, dirOf(path))
+		if err != nil {
+			return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
+		}
+		for i, sk := range ks.Keys {
+			k, err := ks.UnwrapKey(ctx, old, sk)
+			if err != nil {
+				return Result{}, err
+			}
+			w, err := ks.Wrap(ctx, next, k)
+			clear(k.Material)
+			if err != nil {
+				return Result{}, err
+			}
+			ks.Keys[i].Wrapped = w.Wrapped
+		}
+		ks.KEK = newKEK
+		return Result{}, nil
+	})
+}
+
+// usable fails if ks has no key that seals at now.
+func usable(ks *keyring.Keyset, now time.Time) error {
+	if _, ok := ks.Primary(now); !ok {
+		return fmt.Errorf("rotation: keyset %s would have no key able to seal", ks.ID)
+	}
+	return nil
+}

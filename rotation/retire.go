@@ -1,0 +1,76 @@
+package rotation
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// SafeToRetire returns the moment from which key id can be retired
+// without rejecting a token that is still valid: its successor's
+// activation plus the maximum TTL plus the skew. Up to the successor's
+// activation the key may still seal; a token sealed then lives for at most
+// the maximum TTL, and openers accept it for the skew beyond. A key with
+// no successor yet cannot be retired safely at any known time, and ok is
+// false.
+func SafeToRetire(ks *keyring.Keyset, id uint32) (at time.Time, ok bool) {
+	k, found := ks.Key(id)
+	if !found {
+		return time.Time{}, false
+	}
+	var succ *keyring.StoredKey
+	for i := range ks.Keys {
+		s := &ks.Keys[i]
+		if s.ID == id || s.State != keyring.Active || !s.Activation.After(k.Activation) {
+			continue
+		}
+		if succ == nil || s.Activation.Before(succ.Activation) {
+			succ = s
+		}
+	}
+	if succ == nil {
+		return time.Time{}, false
+	}
+	return succ.Activation.Add(ks.Policy.MaxTTL + ks.Policy.Skew), true
+}
+
+// Retire retires key id: from the next reload on, its tokens are rejected.
+// It refuses while tokens the key may have sealed can still be valid (see
+// SafeToRetire) unless force is set, as after a key leak. It never retires
+// the last key able to seal, force or not.
+func Retire(ctx context.Context, path string, id uint32, force bool, o *Options) (Result, error) {
+	now := o.now()
+	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+		k, err := find(ks, id)
+		if err != nil {
+			return Result{}, err
+		}
+		if k.State == keyring.Retired {
+			return Result{}, fmt.Errorf("rotation: key %s is already retired", keyring.FormatID(id))
+		}
+		var res Result
+		at, ok := SafeToRetire(ks, id)
+		switch {
+		case ok && !now.Before(at):
+		case !force && !ok:
+			return Result{}, fmt.Errorf("rotation: key %s has no successor yet: tokens it seals now would be rejected; rotate first (or --force)", keyring.FormatID(id))
+		case !force:
+			return Result{}, fmt.Errorf("rotation: key %s may have sealed tokens valid until %s (successor's activation + max TTL + skew); retire after that, or --force",
+				keyring.FormatID(id), at.Format(time.RFC3339))
+		default:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("forced: tokens sealed by key %s that were still valid are rejected from now on", keyring.FormatID(id)))
+		}
+		k.State = keyring.Retired
+		if err := usable(ks, now); err != nil {
+			return Result{}, fmt.Errorf("%w; retiring key %s would leave it so", err, keyring.FormatID(id))
+		}
+		res.Key = id
+		return res, nil
+	})
+}
+
+func dirOf(path string) string { return filepath.Dir(path) }
