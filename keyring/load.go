@@ -54,7 +54,7 @@ func LoadFile(ctx context.Context, path string, o *LoadOptions) (*Snapshot, *Key
 	if o != nil {
 		l.Options = *o
 	}
-	snap, ks, err := l.load(ctx)
+	snap, ks, _, err := l.load(ctx)
 	return snap, ks, err
 }
 
@@ -73,7 +73,7 @@ type Loader struct {
 	mu      sync.Mutex
 	ring    *Ring
 	current *Keyset
-	stat    os.FileInfo
+	last    []byte              // the file as last loaded
 	cache   map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
 }
 
@@ -88,7 +88,7 @@ type cacheKey struct {
 func (l *Loader) Load(ctx context.Context) (*Ring, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	snap, ks, err := l.load(ctx)
+	snap, ks, data, err := l.load(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (l *Loader) Load(ctx context.Context) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.ring, l.current = ring, ks
+	l.ring, l.current, l.last = ring, ks, data
 	return ring, nil
 }
 
@@ -113,8 +113,9 @@ func (l *Loader) Reload(ctx context.Context) error {
 }
 
 // Run polls the keyset file every interval until ctx is done. A poll
-// reads the file only when its size or modification time changed, and
-// unwraps only when its version changed.
+// reads the file (a few kilobytes) and parses it only if its bytes
+// changed; file times are too coarse to tell two quick edits apart. Keys
+// are unwrapped only when their wrapped bytes changed.
 func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return errors.New("keyring: poll interval must be positive")
@@ -136,14 +137,22 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 }
 
 func (l *Loader) reload(ctx context.Context, force bool) error {
-	if !force && l.unchanged() {
-		return nil
+	if !force {
+		if data, err := os.ReadFile(l.Path); err == nil && bytes.Equal(data, l.last) {
+			return nil
+		}
 	}
-	snap, ks, err := l.load(ctx)
+	snap, ks, data, err := l.load(ctx)
+	if err == nil && ks.ID == l.current.ID && ks.Version < l.current.Version {
+		// An older copy of the keyset may hold keys retired since.
+		err = fmt.Errorf("keyring: keyset %s in %s went back from version %d to %d; restart to load an older version on purpose",
+			ks.ID, l.Path, l.current.Version, ks.Version)
+	}
 	if err != nil {
 		l.report(err)
 		return err
 	}
+	l.last = data
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
 	}
@@ -154,14 +163,6 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	l.logger().Info("stateseal keyset reloaded", "path", l.Path, "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
 	l.current = ks
 	return nil
-}
-
-func (l *Loader) unchanged() bool {
-	fi, err := os.Stat(l.Path)
-	if err != nil || l.stat == nil {
-		return false
-	}
-	return fi.Size() == l.stat.Size() && fi.ModTime().Equal(l.stat.ModTime())
 }
 
 func (l *Loader) report(err error) {
@@ -178,15 +179,18 @@ func (l *Loader) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, error) {
-	fi, statErr := os.Stat(l.Path)
-	ks, err := ReadKeysetFile(l.Path)
+func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, []byte, error) {
+	data, err := os.ReadFile(l.Path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, fmt.Errorf("keyring: %w", err)
+	}
+	ks, err := ParseKeyset(data)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
 	}
 	kek, err := OpenKEK(ctx, ks, l.Path, &l.Options)
 	if err != nil {
-		return nil, nil, fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
+		return nil, nil, nil, fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
 	}
 	kekURL := ks.KEK
 	if l.Options.KEK != "" {
@@ -203,7 +207,7 @@ func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, error) {
 		if !ok {
 			k, err := ks.UnwrapKey(ctx, kek, sk)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+				return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
 			}
 			m = k.Material
 		}
@@ -213,16 +217,13 @@ func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, error) {
 	}
 	snap, err := NewSnapshot(keys)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.Path)
+		return nil, nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.Path)
 	}
 	if _, err := snap.Primary(l.Options.now()); err != nil {
-		return nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.Path, err)
+		return nil, nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.Path, err)
 	}
 	p := ks.Policy
 	snap.policy, snap.version = &p, ks.Version
 	l.cache = next
-	if statErr == nil {
-		l.stat = fi
-	}
-	return snap, ks, nil
+	return snap, ks, data, nil
 }

@@ -1,0 +1,196 @@
+package keyring
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+)
+
+var ctx = context.Background()
+
+// newKeysetFile writes a keyset with n AEAD keys under a new local KEK in
+// a temporary directory and returns its path.
+func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := backends.GenerateLocal(filepath.Join(dir, "kek")); err != nil {
+		t.Fatal(err)
+	}
+	kek, err := backends.Open(ctx, "local:kek", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &Keyset{ID: NewKeysetID(), Version: 1, KEK: "local:kek", Policy: DefaultPolicy()}
+	for i := range n {
+		k := key(t, AEAD, t0.Add(time.Duration(i)*time.Hour), ks.IDs()...)
+		sk, err := ks.Wrap(ctx, kek, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks.Keys = append(ks.Keys, sk)
+	}
+	path := filepath.Join(dir, "keyset.json")
+	if err := WriteKeysetFile(path, ks); err != nil {
+		t.Fatal(err)
+	}
+	return path, ks, kek
+}
+
+func TestKeysetRoundTrip(t *testing.T) {
+	path, ks, _ := newKeysetFile(t, 3)
+	got, err := ReadKeysetFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := ks.Marshal()
+	b, _ := got.Marshal()
+	if !bytes.Equal(a, b) {
+		t.Fatalf("round trip changed the keyset:\n%s\n%s", a, b)
+	}
+	fi, _ := os.Stat(path)
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("keyset mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+func TestParseKeysetRejects(t *testing.T) {
+	path, _, _ := newKeysetFile(t, 2)
+	good, _ := os.ReadFile(path)
+	doc := string(good)
+	edits := map[string]func(string) string{
+		"unknown field":     func(s string) string { return strings.Replace(s, `"version"`, `"colour": 1, "version"`, 1) },
+		"unknown key field": func(s string) string { return strings.Replace(s, `"state"`, `"note": "x", "state"`, 1) },
+		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v1", "stateseal-keyset-v2", 1) },
+		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v1",`, "", 1) },
+		"trailing data":     func(s string) string { return s + "{}" },
+		"duplicate member":  func(s string) string { return strings.Replace(s, `"state": "active"`, `"state": "retired", "state": "active"`, 1) },
+		"bad state":         func(s string) string { return strings.Replace(s, `"state": "active"`, `"state": "enabled"`, 1) },
+		"bad algorithm":     func(s string) string { return strings.Replace(s, `"algorithm": "aead"`, `"algorithm": "aes-gcm"`, 1) },
+		"upper-case id":     func(s string) string { return upperFirstID(s) },
+		"no keys":           func(s string) string { return s[:strings.Index(s, `"keys"`)] + `"keys": []}` },
+		"truncated":         func(s string) string { return s[:len(s)/2] },
+		"empty":             func(string) string { return "" },
+		"not JSON":          func(string) string { return "keys:\n- id: 1\n" },
+		"bad time":          func(s string) string { return strings.Replace(s, `"created": "`, `"created": "yesterday`, 1) },
+		"negative skew":     func(s string) string { return strings.Replace(s, `"skew_seconds": 30`, `"skew_seconds": -1`, 1) },
+		"zero max TTL":      func(s string) string { return strings.Replace(s, `"max_ttl_seconds": 3600`, `"max_ttl_seconds": 0`, 1) },
+		"wrapped padded":    func(s string) string { return strings.Replace(s, `"wrapped": "`, `"wrapped": "==`, 1) },
+	}
+	for name, edit := range edits {
+		bad := edit(doc)
+		if bad == doc {
+			t.Fatalf("%s: edit did nothing", name)
+		}
+		if _, err := ParseKeyset([]byte(bad)); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+	dup := strings.Replace(doc, idOf(doc, 1), idOf(doc, 0), 1)
+	if _, err := ParseKeyset([]byte(dup)); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("duplicate key id: %v", err)
+	}
+}
+
+// idOf returns the n-th key id in a keyset document.
+func idOf(doc string, n int) string {
+	rest := doc[strings.Index(doc, `"keys"`):]
+	for range n {
+		rest = rest[strings.Index(rest, `"wrapped"`)+1:]
+	}
+	i := strings.Index(rest, `"id": "`) + len(`"id": "`)
+	return rest[i : i+8]
+}
+
+func upperFirstID(doc string) string {
+	id := idOf(doc, 0)
+	up := strings.ToUpper(id)
+	if up == id {
+		up = "G" + id[1:]
+	}
+	return strings.Replace(doc, `"id": "`+id, `"id": "`+up, 1)
+}
+
+// TestWrappedKeyMoved copies one key's wrapped data key into another
+// slot, and into another keyset: it must not unwrap there.
+func TestWrappedKeyMoved(t *testing.T) {
+	_, ks, kek := newKeysetFile(t, 2)
+	moved := ks.Clone()
+	moved.Keys[1].Wrapped = moved.Keys[0].Wrapped
+	if _, err := moved.UnwrapKey(ctx, kek, moved.Keys[1]); !errors.Is(err, backends.ErrUnwrap) {
+		t.Fatalf("wrapped key in another slot: %v, want ErrUnwrap", err)
+	}
+	other := ks.Clone()
+	other.ID = NewKeysetID()
+	if _, err := other.UnwrapKey(ctx, kek, other.Keys[0]); !errors.Is(err, backends.ErrUnwrap) {
+		t.Fatalf("wrapped key in another keyset: %v, want ErrUnwrap", err)
+	}
+	if _, err := ks.UnwrapKey(ctx, kek, ks.Keys[0]); err != nil {
+		t.Fatalf("in its own slot: %v", err)
+	}
+}
+
+func TestWriteCompareAndSwap(t *testing.T) {
+	path, ks, _ := newKeysetFile(t, 1)
+	a, b := ks.Clone(), ks.Clone()
+	a.Version, b.Version = 2, 2
+	a.Policy.Skew = time.Minute
+	if err := WriteKeysetFile(path, a); err != nil {
+		t.Fatal(err)
+	}
+	b.Policy.Skew = 2 * time.Minute
+	if err := WriteKeysetFile(path, b); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second writer from version 1: %v, want ErrConflict", err)
+	}
+	got, _ := ReadKeysetFile(path)
+	if got.Version != 2 || got.Policy.Skew != time.Minute {
+		t.Fatalf("loser overwrote the winner: version %d, skew %v", got.Version, got.Policy.Skew)
+	}
+	fresh := ks.Clone()
+	fresh.Version = 1
+	if err := WriteKeysetFile(path, fresh); !errors.Is(err, ErrConflict) {
+		t.Fatalf("creating over an existing keyset: %v, want ErrConflict", err)
+	}
+	if err := WriteKeysetFile(filepath.Join(filepath.Dir(path), "new.json"), a); !errors.Is(err, ErrConflict) {
+		t.Fatalf("version 2 where no keyset exists: %v, want ErrConflict", err)
+	}
+	stranger := a.Clone()
+	stranger.ID, stranger.Version = NewKeysetID(), 3
+	if err := WriteKeysetFile(path, stranger); !errors.Is(err, ErrConflict) {
+		t.Fatalf("another keyset's edit: %v, want ErrConflict", err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp"))
+	if len(matches) != 0 {
+		t.Fatalf("temporary files left: %v", matches)
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	path, ks, _ := newKeysetFile(t, 2)
+	snap, got, err := LoadFile(ctx, path, &LoadOptions{Now: func() time.Time { return t0.Add(2 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != ks.ID || snap.Len() != 2 || snap.Version() != 1 {
+		t.Fatalf("loaded %s v%d with %d keys", got.ID, snap.Version(), snap.Len())
+	}
+	if p, ok := snap.Policy(); !ok || p != DefaultPolicy() {
+		t.Fatalf("policy %+v, %v", p, ok)
+	}
+	// Before the first key's activation nothing can seal: an error at load.
+	if _, _, err := LoadFile(ctx, path, &LoadOptions{Now: func() time.Time { return t0.Add(-time.Hour) }}); err == nil || !strings.Contains(err.Error(), "no usable primary") {
+		t.Fatalf("load before any activation: %v", err)
+	}
+	// Another KEK: the error names the keyset file and the key.
+	t.Setenv("OTHER_KEK", backends.NewLocalKey())
+	_, _, err = LoadFile(ctx, path, &LoadOptions{KEK: "local://env/OTHER_KEK"})
+	if !errors.Is(err, backends.ErrUnwrap) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), FormatID(ks.Keys[0].ID)) {
+		t.Fatalf("wrong KEK: %v", err)
+	}
+}

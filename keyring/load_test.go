@@ -1,0 +1,129 @@
+package keyring
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestReloadKeepsLastGood(t *testing.T) {
+	path, ks, kek := newKeysetFile(t, 1)
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	var reported []error
+	l := &Loader{
+		Path:    path,
+		Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }},
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+		OnError: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() },
+	}
+	ring, err := l.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ring.Current()
+	orig, _ := os.ReadFile(path)
+
+	// A second key arrives: Reload installs it.
+	next := ks.Clone()
+	next.Version = 2
+	sk, _ := next.Wrap(ctx, kek, key(t, MAC, t0, next.IDs()...))
+	next.Keys = append(next.Keys, sk)
+	if err := WriteKeysetFile(path, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ring.Current() == good || ring.Current().Len() != 2 {
+		t.Fatal("Reload did not install version 2")
+	}
+	good = ring.Current()
+	v2, _ := os.ReadFile(path)
+
+	bad := map[string][]byte{
+		"truncated":       v2[:len(v2)/2],
+		"empty":           nil,
+		"garbage":         []byte("\x00\x01 not a keyset"),
+		"corrupt wrapped": bytes.Replace(v2, []byte(`"wrapped": "A`), []byte(`"wrapped": "B`), 1),
+		"older version":   orig, // version 1 could resurrect retired keys
+	}
+	if bytes.Equal(bad["corrupt wrapped"], v2) {
+		bad["corrupt wrapped"] = bytes.Replace(v2, []byte(`"wrapped": "`), []byte(`"wrapped": "AAAA`), 1)
+	}
+	for name, data := range bad {
+		os.WriteFile(path, data, 0o600) // as a careless editor would
+		reported = nil
+		err := l.Reload(ctx)
+		if ring.Current() != good {
+			t.Fatalf("%s: the ring lost its last good keys", name)
+		}
+		if err == nil || len(reported) != 1 {
+			t.Fatalf("%s: error %v, %d reported", name, err, len(reported))
+		}
+	}
+	if !strings.Contains(logs.String(), "keeping the last good keys") {
+		t.Fatalf("no log line for the failed reloads:\n%s", logs.String())
+	}
+	os.WriteFile(path, v2, 0o600)
+	if err := l.Reload(ctx); err != nil || ring.Current() != good {
+		t.Fatalf("after repair: %v", err)
+	}
+}
+
+// TestReloadNoUsablePrimary: a keyset whose only active key activates in
+// the future is refused, and the old keys keep serving.
+func TestReloadNoUsablePrimary(t *testing.T) {
+	path, ks, kek := newKeysetFile(t, 1)
+	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0 }}, Logger: slog.New(slog.DiscardHandler)}
+	ring, err := l.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ring.Current()
+	next := ks.Clone()
+	next.Version = 2
+	sk, _ := next.Wrap(ctx, kek, key(t, AEAD, t0.Add(time.Hour), next.IDs()...))
+	next.Keys = []StoredKey{sk}
+	if err := WriteKeysetFile(path, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reload(ctx); err == nil || ring.Current() != good {
+		t.Fatalf("keyset with no usable primary installed: %v", err)
+	}
+}
+
+func TestRunPolls(t *testing.T) {
+	path, ks, _ := newKeysetFile(t, 1)
+	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }}, Logger: slog.New(slog.DiscardHandler)}
+	ring, err := l.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- l.Run(c, 5*time.Millisecond) }()
+	next := ks.Clone()
+	next.Version = 2
+	next.Policy.Skew = time.Minute
+	if err := WriteKeysetFile(path, next); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ring.Current().Version() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not pick up version 2 within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if p, _ := ring.Current().Policy(); p.Skew != time.Minute {
+		t.Fatalf("policy not reloaded: %+v", p)
+	}
+}
