@@ -65,7 +65,17 @@ func WriteKeysetFile(path string, ks *Keyset) error {
 	case cur.ID != ks.ID:
 		return fmt.Errorf("%w: %s holds keyset %s, not %s", ErrConflict, path, cur.ID, ks.ID)
 	}
+	removeStaleTemps(path)
 	return writeAtomic(path, data)
+}
+
+// removeStaleTemps deletes temporary files that writers killed mid-write
+// left behind. It runs under the lock, so no live writer owns one.
+func removeStaleTemps(path string) {
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp"))
+	for _, f := range stale {
+		os.Remove(f)
+	}
 }
 
 func writeAtomic(path string, data []byte) (err error) {

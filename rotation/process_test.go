@@ -1,0 +1,237 @@
+package rotation
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// The tests below run rotations in separate processes: this test binary,
+// started again with STATESEAL_ROTATE_HELPER set.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("STATESEAL_ROTATE_HELPER"); spec != "" {
+		os.Exit(helper(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// helper rotates the keyset at path n times (n < 0: until killed) and
+// prints one line per attempt: "ok VERSION KEYID" or "conflict".
+func helper(spec string) int {
+	var path string
+	var n int
+	fmt.Sscanf(spec, "%d %s", &n, &path)
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	for i := 0; n < 0 || i < n; i++ {
+		res, err := Rotate(ctx, path, RotateOptions{}, &Options{Logger: discard})
+		switch {
+		case errors.Is(err, keyring.ErrConflict):
+			fmt.Fprintln(out, "conflict")
+		case err != nil:
+			fmt.Fprintln(out, "error", err)
+			return 1
+		default:
+			fmt.Fprintf(out, "ok %d %08x\n", res.Keyset.Version, res.Key)
+		}
+		if n < 0 {
+			out.Flush()
+		}
+	}
+	return 0
+}
+
+func helperCmd(path string, n int) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("STATESEAL_ROTATE_HELPER=%d %s", n, path))
+	return cmd
+}
+
+// TestTwoProcessesRotate: two processes rotate the same keyset 50 times
+// each, at once. Every committed key is in the final keyset, each
+// process's versions strictly increase, every version is committed once,
+// and every attempt that did not commit got ErrConflict.
+func TestTwoProcessesRotate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	path, _, _ := setup(t)
+	const n = 50
+	outs := make([][]byte, 2)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Go(func() {
+			out, err := helperCmd(path, n).Output()
+			if err != nil {
+				t.Errorf("process %d: %v\n%s", i, err, out)
+			}
+			outs[i] = out
+		})
+	}
+	wg.Wait()
+	committed := map[uint64]string{}
+	ok, conflicts := 0, 0
+	for i, out := range outs {
+		var last uint64
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != n {
+			t.Fatalf("process %d made %d attempts, want %d", i, len(lines), n)
+		}
+		for _, line := range lines {
+			var v uint64
+			var id string
+			if line == "conflict" {
+				conflicts++
+				continue
+			}
+			if _, err := fmt.Sscanf(line, "ok %d %s", &v, &id); err != nil {
+				t.Fatalf("process %d: %q", i, line)
+			}
+			if v <= last {
+				t.Fatalf("process %d: version %d after %d", i, v, last)
+			}
+			if other, dup := committed[v]; dup {
+				t.Fatalf("version %d committed twice (%s and %s)", v, other, id)
+			}
+			last, committed[v] = v, id
+			ok++
+		}
+	}
+	ks := read(t, path)
+	if ks.Version != uint64(1+ok) || len(ks.Keys) != 1+ok {
+		t.Fatalf("final keyset version %d with %d keys; %d rotations committed", ks.Version, len(ks.Keys), ok)
+	}
+	for v, id := range committed {
+		found := false
+		for _, k := range ks.Keys {
+			found = found || keyring.FormatID(k.ID) == id
+		}
+		if !found {
+			t.Fatalf("key %s, committed as version %d, is missing", id, v)
+		}
+	}
+	t.Logf("%d rotations committed, %d conflicts", ok, conflicts)
+	if ok+conflicts != 2*n {
+		t.Fatalf("%d + %d attempts", ok, conflicts)
+	}
+}
+
+// TestKillDuringRotation kills a process that rotates in a loop with
+// SIGKILL at random moments, 50 times. After every kill the keyset parses
+// and holds every key that was in it before.
+func TestKillDuringRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	path, _, _ := setup(t)
+	seen := map[uint32]bool{}
+	for _, k := range read(t, path).Keys {
+		seen[k.ID] = true
+	}
+	var lastVersion uint64 = 1
+	for i := range 50 {
+		cmd := helperCmd(path, -1)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		ks, err := keyring.ReadKeysetFile(path)
+		if err != nil {
+			t.Fatalf("kill %d: keyset does not parse: %v", i, err)
+		}
+		if ks.Version < lastVersion {
+			t.Fatalf("kill %d: version went back from %d to %d", i, lastVersion, ks.Version)
+		}
+		have := map[uint32]bool{}
+		for _, k := range ks.Keys {
+			have[k.ID] = true
+		}
+		for id := range seen {
+			if !have[id] {
+				t.Fatalf("kill %d: key %08x, committed before, is gone", i, id)
+			}
+		}
+		// Every rotation the process reported committed is on disk too.
+		for _, line := range strings.Split(out.String(), "\n") {
+			var v uint64
+			var id uint32
+			if _, err := fmt.Sscanf(line, "ok %d %x", &v, &id); err == nil && !have[id] {
+				t.Fatalf("kill %d: reported key %08x is not on disk", i, id)
+			}
+		}
+		seen, lastVersion = have, ks.Version
+	}
+	t.Logf("after 50 kills: version %d, %d keys", lastVersion, len(seen))
+	// Killed writers leave temporary files; the next write clears them.
+	if _, err := Rotate(ctx, path, RotateOptions{}, &Options{Logger: discard}); err != nil {
+		t.Fatal(err)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp")); len(tmp) != 0 {
+		t.Fatalf("temporary files left after a clean write: %v", tmp)
+	}
+}
+
+// TestSchedulersRace runs four schedulers on one keyset at the moment a
+// rotation is due: exactly one rotates.
+func TestSchedulersRace(t *testing.T) {
+	path, clk, o := setup(t)
+	clk.advance(keyring.DefaultPolicy().RotationInterval)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	rotated := 0
+	for range 4 {
+		wg.Go(func() {
+			s := &Scheduler{Path: path, Options: *o}
+			tr, err := s.Tick(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			if tr.Rotated != 0 {
+				rotated++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if ks := read(t, path); rotated != 1 || len(ks.Keys) != 2 {
+		t.Fatalf("%d schedulers rotated; keyset has %d keys", rotated, len(ks.Keys))
+	}
+}
+
+// TestSchedulerRetires: once the old key's tokens have all expired, a
+// tick retires it; before, it does not.
+func TestSchedulerRetires(t *testing.T) {
+	path, clk, o := setup(t)
+	old := read(t, path).Keys[0].ID
+	s := &Scheduler{Path: path, Options: *o}
+	clk.advance(keyring.DefaultPolicy().RotationInterval)
+	tr, err := s.Tick(ctx)
+	if err != nil || tr.Rotated == 0 || len(tr.Retired) != 0 {
+		t.Fatalf("first tick: %+v, %v", tr, err)
+	}
+	clk.advance(10*time.Minute + time.Hour) // activation + max TTL, skew not yet
+	if tr, _ := s.Tick(ctx); tr.Rotated != 0 || len(tr.Retired) != 0 {
+		t.Fatalf("tick before it is safe: %+v", tr)
+	}
+	clk.advance(30 * time.Second)
+	if tr, _ := s.Tick(ctx); len(tr.Retired) != 1 || tr.Retired[0] != old {
+		t.Fatalf("tick once safe: %+v", tr)
+	}
+}
