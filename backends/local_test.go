@@ -75,9 +75,13 @@ func TestLocalUnwrapRejects(t *testing.T) {
 			m[len(m)/2] ^= 1
 			return k1.Unwrap(ctx, m, []byte("keyset-a\x00key-1"))
 		},
-		"truncated":       func() ([]byte, error) { return k1.Unwrap(ctx, w[:20], []byte("keyset-a\x00key-1")) },
-		"unknown version": func() ([]byte, error) { m := bytes.Clone(w); m[0] = 9; return k1.Unwrap(ctx, m, []byte("keyset-a\x00key-1")) },
-		"empty":           func() ([]byte, error) { return k1.Unwrap(ctx, nil, nil) },
+		"truncated": func() ([]byte, error) { return k1.Unwrap(ctx, w[:20], []byte("keyset-a\x00key-1")) },
+		"unknown version": func() ([]byte, error) {
+			m := bytes.Clone(w)
+			m[0] = 9
+			return k1.Unwrap(ctx, m, []byte("keyset-a\x00key-1"))
+		},
+		"empty": func() ([]byte, error) { return k1.Unwrap(ctx, nil, nil) },
 	}
 	for name, f := range cases {
 		if got, err := f(); !errors.Is(err, ErrUnwrap) || got != nil {

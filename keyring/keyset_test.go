@@ -70,18 +70,20 @@ func TestParseKeysetRejects(t *testing.T) {
 		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v1", "stateseal-keyset-v2", 1) },
 		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v1",`, "", 1) },
 		"trailing data":     func(s string) string { return s + "{}" },
-		"duplicate member":  func(s string) string { return strings.Replace(s, `"state": "active"`, `"state": "retired", "state": "active"`, 1) },
-		"bad state":         func(s string) string { return strings.Replace(s, `"state": "active"`, `"state": "enabled"`, 1) },
-		"bad algorithm":     func(s string) string { return strings.Replace(s, `"algorithm": "aead"`, `"algorithm": "aes-gcm"`, 1) },
-		"upper-case id":     func(s string) string { return upperFirstID(s) },
-		"no keys":           func(s string) string { return s[:strings.Index(s, `"keys"`)] + `"keys": []}` },
-		"truncated":         func(s string) string { return s[:len(s)/2] },
-		"empty":             func(string) string { return "" },
-		"not JSON":          func(string) string { return "keys:\n- id: 1\n" },
-		"bad time":          func(s string) string { return strings.Replace(s, `"created": "`, `"created": "yesterday`, 1) },
-		"negative skew":     func(s string) string { return strings.Replace(s, `"skew_seconds": 30`, `"skew_seconds": -1`, 1) },
-		"zero max TTL":      func(s string) string { return strings.Replace(s, `"max_ttl_seconds": 3600`, `"max_ttl_seconds": 0`, 1) },
-		"wrapped padded":    func(s string) string { return strings.Replace(s, `"wrapped": "`, `"wrapped": "==`, 1) },
+		"duplicate member": func(s string) string {
+			return strings.Replace(s, `"state": "active"`, `"state": "retired", "state": "active"`, 1)
+		},
+		"bad state":      func(s string) string { return strings.Replace(s, `"state": "active"`, `"state": "enabled"`, 1) },
+		"bad algorithm":  func(s string) string { return strings.Replace(s, `"algorithm": "aead"`, `"algorithm": "aes-gcm"`, 1) },
+		"upper-case id":  func(s string) string { return upperFirstID(s) },
+		"no keys":        func(s string) string { return s[:strings.Index(s, `"keys"`)] + `"keys": []}` },
+		"truncated":      func(s string) string { return s[:len(s)/2] },
+		"empty":          func(string) string { return "" },
+		"not JSON":       func(string) string { return "keys:\n- id: 1\n" },
+		"bad time":       func(s string) string { return strings.Replace(s, `"created": "`, `"created": "yesterday`, 1) },
+		"negative skew":  func(s string) string { return strings.Replace(s, `"skew_seconds": 30`, `"skew_seconds": -1`, 1) },
+		"zero max TTL":   func(s string) string { return strings.Replace(s, `"max_ttl_seconds": 3600`, `"max_ttl_seconds": 0`, 1) },
+		"wrapped padded": func(s string) string { return strings.Replace(s, `"wrapped": "`, `"wrapped": "==`, 1) },
 	}
 	for name, edit := range edits {
 		bad := edit(doc)

@@ -26,7 +26,7 @@ go run "$STATICCHECK" ./...
 (cd bench && go run "$STATICCHECK" ./...)
 
 echo "== fuzz ($FUZZTIME per target)"
-for target in FuzzOpen FuzzRoundTrip FuzzArgsDigest FuzzDecode; do
+for target in FuzzOpen FuzzRoundTrip FuzzArgsDigest FuzzDecode FuzzParseKeyset FuzzKEKURL; do
 	go test ./fuzz -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME"
 done
 

@@ -1,5 +1,7 @@
-// Command sealctl is the operator's tool for stateseal: it inspects tokens
-// and shows the library at work. Later commands manage keysets.
+// Command sealctl is the operator's tool for stateseal: it creates keysets,
+// rotates, promotes, demotes, retires and prunes keys, rewraps them under a
+// new KEK, verifies that every key unwraps, and seals, opens and inspects
+// tokens for debugging. docs/ROTATION.md is the runbook.
 //
 // Exit status: 0 on success, 1 when the operation failed, 2 on a usage
 // error.
@@ -47,13 +49,22 @@ func isCobraUsage(err error) bool {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "sealctl",
-		Short:         "Inspect stateseal tokens and see the library at work",
+		Use:   "sealctl",
+		Short: "Manage stateseal keysets and inspect tokens",
+		Long: `sealctl manages stateseal keysets: the keys that seal MCP request state.
+
+With no flags it works on ./keyset.json, whose KEK (./stateseal.kek after a
+plain "sealctl init") it finds through the keyset. --keyset and --kek, or
+$STATESEAL_KEYSET and $STATESEAL_KEK, point elsewhere.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemo(), newInspect())
+	p := new(paths)
+	p.register(root)
+	root.AddCommand(newInit(p), newRotate(p), newList(p), newPromote(p), newDemote(p),
+		newRetire(p), newPrune(p), newRewrap(p), newVerify(p),
+		newInspect(), newSealCmd(p), newOpenCmd(p), newDemo())
 	return root
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/stateseal/stateseal/keyring"
 )
 
 func TestMain(m *testing.M) {
@@ -16,5 +19,22 @@ func TestMain(m *testing.M) {
 // TestScripts runs the scripts in testdata: each calls the real sealctl
 // binary built from this package, in a temporary directory.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{Dir: "testdata"})
+	testscript.Run(t, testscript.Params{
+		Dir:  "testdata",
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"keyids": keyIDs},
+	})
+}
+
+// keyids [FILE] sets $K0, $K1, ... to the key ids of a keyset file
+// (default keyset.json), in file order, since key ids are random.
+func keyIDs(ts *testscript.TestScript, neg bool, args []string) {
+	path := "keyset.json"
+	if len(args) > 0 {
+		path = args[0]
+	}
+	ks, err := keyring.ReadKeysetFile(ts.MkAbs(path))
+	ts.Check(err)
+	for i, k := range ks.Keys {
+		ts.Setenv(fmt.Sprintf("K%d", i), keyring.FormatID(k.ID))
+	}
 }

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/rotation"
+)
+
+// quiet drops the library's logs: the CLI reports for itself.
+var quiet = slog.New(slog.DiscardHandler)
+
+func newInit(p *paths) *cobra.Command {
+	var alg string
+	pol := keyring.DefaultPolicy()
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create a keyset with one key, and a local KEK file if it names one that does not exist",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := keyring.ParseAlgorithm(alg)
+			if err != nil {
+				return usageError{err}
+			}
+			path, kek := p.keysetPath(), p.kekURL()
+			if kek == "" {
+				kek = defaultKEK
+			}
+			if _, err := os.Stat(path); err == nil {
+				return fmt.Errorf("%s already exists; not overwriting it", path)
+			}
+			created, err := createLocalKEK(kek, filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			res, err := rotation.Init(cmd.Context(), path, kek, a, pol, &rotation.Options{Logger: quiet})
+			if err != nil {
+				return p.inFile(err)
+			}
+			w := cmd.OutOrStdout()
+			if created != "" {
+				fmt.Fprintf(w, "created KEK %s (mode 0600): keep it secret, back it up\n", created)
+			}
+			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, path, keyring.FormatID(res.Key), a, kek)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&alg, "alg", "aead", "algorithm of the first key: aead or mac")
+	f.DurationVar(&pol.PropagationDelay, "propagation-delay", pol.PropagationDelay, "how long a new key waits before it seals")
+	f.DurationVar(&pol.MaxTTL, "max-ttl", pol.MaxTTL, "longest token lifetime")
+	f.DurationVar(&pol.Skew, "skew", pol.Skew, "clock skew tolerated between instances")
+	f.DurationVar(&pol.RotationInterval, "rotation-interval", pol.RotationInterval, "scheduled rotation interval (0: off)")
+	return cmd
+}
+
+// createLocalKEK writes a new local KEK file if kek names one that does
+// not exist, and returns its path.
+func createLocalKEK(kek, dir string) (string, error) {
+	u, err := url.Parse(kek)
+	if err != nil || u.Scheme != "local" {
+		return "", nil
+	}
+	path, env, err := backends.LocalSource(u, dir)
+	if err != nil || env != "" {
+		return "", err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return "", nil
+	}
+	return path, backends.GenerateLocal(path)
+}
+
+func newRotate(p *paths) *cobra.Command {
+	var alg string
+	var now bool
+	cmd := &cobra.Command{
+		Use:   "rotate",
+		Short: "Add a new key that starts sealing after the propagation delay",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ro rotation.RotateOptions
+			if alg != "" {
+				a, err := keyring.ParseAlgorithm(alg)
+				if err != nil {
+					return usageError{err}
+				}
+				ro.Algorithm = a
+			}
+			ro.Immediate = now
+			res, err := rotation.Rotate(cmd.Context(), p.keysetPath(), ro, p.options())
+			if err != nil {
+				return p.inFile(err)
+			}
+			k, _ := res.Keyset.Key(res.Key)
+			fmt.Fprintf(cmd.OutOrStdout(), "rotated: key %s (%s) seals from %s; keyset version %d\n",
+				keyring.FormatID(k.ID), k.Algorithm, k.Activation.Format(time.RFC3339), res.Keyset.Version)
+			warn(cmd.ErrOrStderr(), res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&alg, "alg", "", "algorithm of the new key (default: the primary's)")
+	cmd.Flags().BoolVar(&now, "now", false, "seal with the new key at once (emergencies: skips the propagation delay)")
+	return cmd
+}
+
+func warn(w io.Writer, res rotation.Result) {
+	for _, s := range res.Warnings {
+		fmt.Fprintln(w, "warning:", s)
+	}
+}
+
+// keyCommand makes promote, demote and retire: one key id argument.
+func keyCommand(p *paths, use, short string, op func(cmd *cobra.Command, path string, id uint32) (rotation.Result, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " KEY-ID",
+		Short: short,
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := parseKeyID(a[0])
+			if err != nil {
+				return err
+			}
+			res, err := op(cmd, p.keysetPath(), id)
+			if err != nil {
+				return p.inFile(err)
+			}
+			k, _ := res.Keyset.Key(id)
+			fmt.Fprintf(cmd.OutOrStdout(), "key %s is %s; keyset version %d\n", a[0], k.State, res.Keyset.Version)
+			warn(cmd.ErrOrStderr(), res)
+			return nil
+		},
+	}
+}
+
+func newPromote(p *paths) *cobra.Command {
+	return keyCommand(p, "promote", "Make a key the primary now (emergencies)", func(cmd *cobra.Command, path string, id uint32) (rotation.Result, error) {
+		return rotation.Promote(cmd.Context(), path, id, p.options())
+	})
+}
+
+func newDemote(p *paths) *cobra.Command {
+	return keyCommand(p, "demote", "Make a key decrypt-only: it opens tokens but never seals", func(cmd *cobra.Command, path string, id uint32) (rotation.Result, error) {
+		return rotation.Demote(cmd.Context(), path, id, p.options())
+	})
+}
+
+func newRetire(p *paths) *cobra.Command {
+	var force bool
+	cmd := keyCommand(p, "retire", "Retire a key once every token it sealed has expired", func(cmd *cobra.Command, path string, id uint32) (rotation.Result, error) {
+		return rotation.Retire(cmd.Context(), path, id, force, p.options())
+	})
+	cmd.Flags().BoolVar(&force, "force", false, "retire now, rejecting tokens still valid (after a key leak)")
+	return cmd
+}
+
+func newPrune(p *paths) *cobra.Command {
+	return &cobra.Command{
+		Use:   "prune",
+		Short: "Remove retired keys from the keyset",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			before, err := keyring.ReadKeysetFile(p.keysetPath())
+			if err != nil {
+				return err
+			}
+			res, err := rotation.Prune(cmd.Context(), p.keysetPath(), p.options())
+			if err != nil {
+				return p.inFile(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pruned %d retired keys; keyset version %d\n", len(before.Keys)-len(res.Keyset.Keys), res.Keyset.Version)
+			return nil
+		},
+	}
+}
+
+func newRewrap(p *paths) *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "rewrap --to URL",
+		Short: "Re-encrypt every data key under a new KEK; no token breaks",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return usageError{fmt.Errorf("rewrap needs --to URL")}
+			}
+			created, err := createLocalKEK(to, filepath.Dir(p.keysetPath()))
+			if err != nil {
+				return err
+			}
+			res, err := rotation.Rewrap(cmd.Context(), p.keysetPath(), to, p.options())
+			if err != nil {
+				if created != "" {
+					os.Remove(created)
+				}
+				return p.inFile(err)
+			}
+			if created != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "created KEK %s (mode 0600): keep it secret, back it up\n", created)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rewrapped %d keys under %s; keyset version %d\n", len(res.Keyset.Keys), to, res.Keyset.Version)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "URL of the new KEK (a local file that does not exist is created)")
+	return cmd
+}

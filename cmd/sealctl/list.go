@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/rotation"
+)
+
+type keyRow struct {
+	ID          string     `json:"id"`
+	Algorithm   string     `json:"algorithm"`
+	State       string     `json:"state"`
+	Role        string     `json:"role"` // primary, pending, superseded, or ""
+	Created     time.Time  `json:"created"`
+	Activation  time.Time  `json:"activation"`
+	RetireAfter *time.Time `json:"retire_after,omitempty"`
+}
+
+type listOutput struct {
+	Keyset  string   `json:"keyset"`
+	Version uint64   `json:"version"`
+	KEK     string   `json:"kek"`
+	Policy  policyJS `json:"policy"`
+	Keys    []keyRow `json:"keys"`
+}
+
+type policyJS struct {
+	PropagationDelay string `json:"propagation_delay"`
+	MaxTTL           string `json:"max_ttl"`
+	Skew             string `json:"skew"`
+	RotationInterval string `json:"rotation_interval"`
+}
+
+func newList(p *paths) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the keyset's keys (no key is unwrapped)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ks, err := keyring.ReadKeysetFile(p.keysetPath())
+			if err != nil {
+				return err
+			}
+			out := describe(ks, time.Now())
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "keyset %s, version %d, KEK %s\n", out.Keyset, out.Version, out.KEK)
+			fmt.Fprintf(w, "policy: propagation delay %s, max TTL %s, skew %s, rotation interval %s\n\n",
+				out.Policy.PropagationDelay, out.Policy.MaxTTL, out.Policy.Skew, out.Policy.RotationInterval)
+			fmt.Fprintln(w, "ID\tALG\tSTATE\tROLE\tCREATED\tACTIVATION\tRETIRE AFTER")
+			for _, r := range out.Keys {
+				ra := "-"
+				if r.RetireAfter != nil {
+					ra = r.RetireAfter.Format(time.RFC3339)
+				}
+				role := r.Role
+				if role == "" {
+					role = "-"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Algorithm, r.State, role,
+					r.Created.Format(time.RFC3339), r.Activation.Format(time.RFC3339), ra)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func describe(ks *keyring.Keyset, now time.Time) listOutput {
+	out := listOutput{Keyset: ks.ID, Version: ks.Version, KEK: ks.KEK, Policy: policyJS{
+		PropagationDelay: ks.Policy.PropagationDelay.String(), MaxTTL: ks.Policy.MaxTTL.String(),
+		Skew: ks.Policy.Skew.String(), RotationInterval: ks.Policy.RotationInterval.String(),
+	}, Keys: []keyRow{}}
+	primary, _ := ks.Primary(now)
+	for _, k := range ks.Keys {
+		r := keyRow{ID: keyring.FormatID(k.ID), Algorithm: k.Algorithm.String(), State: k.State.String(),
+			Created: k.Created, Activation: k.Activation}
+		switch {
+		case primary != nil && k.ID == primary.ID:
+			r.Role = "primary"
+		case k.State == keyring.Active && k.Activation.After(now):
+			r.Role = "pending"
+		case k.State != keyring.Retired:
+			r.Role = "superseded"
+		}
+		if at, ok := rotation.SafeToRetire(ks, k.ID); ok && k.State != keyring.Retired {
+			r.RetireAfter = &at
+		}
+		out.Keys = append(out.Keys, r)
+	}
+	return out
+}
+
+func newVerify(p *paths) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Unwrap every key through the KEK and report each",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := p.keysetPath()
+			ks, err := keyring.ReadKeysetFile(path)
+			if err != nil {
+				return err
+			}
+			kek, err := keyring.OpenKEK(cmd.Context(), ks, path, p.loadOptions())
+			if err != nil {
+				return p.inFile(err)
+			}
+			w := cmd.OutOrStdout()
+			failed := 0
+			for _, sk := range ks.Keys {
+				k, err := ks.UnwrapKey(cmd.Context(), kek, sk)
+				if err != nil {
+					failed++
+					fmt.Fprintf(w, "key %s  %-4s  %-12s  FAILED: %v\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State, err)
+					continue
+				}
+				clear(k.Material)
+				fmt.Fprintf(w, "key %s  %-4s  %-12s  ok\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State)
+			}
+			if _, _, err := keyring.LoadFile(cmd.Context(), path, p.loadOptions()); err != nil && failed == 0 {
+				return p.inFile(err)
+			}
+			if failed > 0 {
+				return fmt.Errorf("%s: %d of %d keys do not unwrap", path, failed, len(ks.Keys))
+			}
+			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", ks.ID, ks.Version, len(ks.Keys))
+			return nil
+		},
+	}
+}
+
+var errOpen = errors.New("token rejected")

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/rotation"
+)
+
+// The keyset and KEK are found the way git finds its repository: in the
+// current directory unless a flag or an environment variable says
+// otherwise.
+const (
+	defaultKeyset = "keyset.json"
+	defaultKEK    = "local:stateseal.kek"
+	envKeyset     = "STATESEAL_KEYSET"
+	envKEK        = "STATESEAL_KEK"
+)
+
+type paths struct {
+	keyset string // --keyset, $STATESEAL_KEYSET, ./keyset.json
+	kek    string // --kek, $STATESEAL_KEK; "" means the keyset's own
+}
+
+func (p *paths) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&p.keyset, "keyset", "", "keyset file (default $"+envKeyset+", else ./"+defaultKeyset+")")
+	cmd.PersistentFlags().StringVar(&p.kek, "kek", "", "KEK URL, overriding the keyset's (default $"+envKEK+")")
+}
+
+func (p *paths) keysetPath() string {
+	if p.keyset != "" {
+		return p.keyset
+	}
+	if v := os.Getenv(envKeyset); v != "" {
+		return v
+	}
+	return defaultKeyset
+}
+
+func (p *paths) kekURL() string {
+	if p.kek != "" {
+		return p.kek
+	}
+	return os.Getenv(envKEK)
+}
+
+func (p *paths) options() *rotation.Options {
+	return &rotation.Options{KEK: p.kekURL(), Logger: quiet}
+}
+
+func (p *paths) loadOptions() *keyring.LoadOptions {
+	return &keyring.LoadOptions{KEK: p.kekURL()}
+}
+
+// inFile names the keyset file in an error, unless it already does.
+func (p *paths) inFile(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", p.keysetPath(), err)
+}
+
+func parseKeyID(s string) (uint32, error) {
+	id, err := keysetjson.ParseKeyID(s)
+	if err != nil {
+		return 0, usageError{err}
+	}
+	return id, nil
+}
