@@ -5,10 +5,20 @@
 // of keys; a [Ring] holds the current snapshot behind an atomic pointer, so
 // a reload swaps every key at once while Seal and Open run without locks.
 //
-// Most programs start with [Generate], which returns a ring with one fresh
-// key held only in memory, and hand the ring to seal.New. Keysets stored on
-// disk and wrapped by a KMS build their snapshots with [NewSnapshot] and
-// install them with [Ring.Store].
+// Where to start:
+//
+//   - One process, keys in memory only: [Generate].
+//   - A keyset file shared by a fleet: a [Loader], whose Load returns the
+//     ring and whose Run keeps it in step with the file. [LoadFile] reads
+//     a keyset once.
+//   - Editing keysets: package rotation, or the sealctl command.
+//
+// A [Keyset] is the stored form: a versioned JSON document (docs/KEYSET.md)
+// whose data keys are wrapped by a key-encryption key from package
+// backends, bound to their keyset and key id. Writes are atomic and
+// compare-and-swap on the version ([WriteKeysetFile], [ErrConflict]). KEKs
+// are called when a keyset is loaded, never when a token is sealed or
+// opened.
 //
 // The primary key, the one that seals, is the newest active key whose
 // activation time has passed. Every instance of a fleet computes it from the
