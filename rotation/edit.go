@@ -82,6 +82,22 @@ func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keys
 	return res, nil
 }
 
+// editKey is edit for an operation on one key that is not retired.
+func editKey(ctx context.Context, path string, id uint32, o *Options, fn func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error)) (Result, error) {
+	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+		k, err := find(ks, id)
+		if err != nil {
+			return Result{}, err
+		}
+		if k.State == keyring.Retired {
+			return Result{}, fmt.Errorf("rotation: key %s is already retired; retired keys do not come back", keyring.FormatID(id))
+		}
+		res, err := fn(ks, k)
+		res.Key = id
+		return res, err
+	})
+}
+
 // find returns the key with id, or an error naming the keyset.
 func find(ks *keyring.Keyset, id uint32) (*keyring.StoredKey, error) {
 	k, ok := ks.Key(id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
@@ -107,14 +108,7 @@ func Rotate(ctx context.Context, path string, ro RotateOptions, o *Options) (Res
 // instances that have not reloaded rejecting its tokens for a while.
 func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
 	now := o.now()
-	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
-		k, err := find(ks, id)
-		if err != nil {
-			return Result{}, err
-		}
-		if k.State == keyring.Retired {
-			return Result{}, fmt.Errorf("rotation: key %s is retired; retired keys do not come back", keyring.FormatID(id))
-		}
+	return editKey(ctx, path, id, o, func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error) {
 		k.State = keyring.Active
 		k.Activation = now
 		if p, _ := ks.Primary(now); p.ID != id {
@@ -122,7 +116,7 @@ func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, e
 			return Result{}, fmt.Errorf("rotation: key %s cannot overtake key %s, activated this second; try again in a second",
 				keyring.FormatID(id), keyring.FormatID(p.ID))
 		}
-		return Result{Key: id, Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}, nil
+		return Result{Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}, nil
 	})
 }
 
@@ -131,11 +125,7 @@ func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, e
 // the last key able to seal.
 func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
 	now := o.now()
-	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
-		k, err := find(ks, id)
-		if err != nil {
-			return Result{}, err
-		}
+	return editKey(ctx, path, id, o, func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error) {
 		if k.State != keyring.Active {
 			return Result{}, fmt.Errorf("rotation: key %s is %s, not active", keyring.FormatID(id), k.State)
 		}
@@ -143,10 +133,7 @@ func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, er
 			return Result{}, fmt.Errorf("rotation: key %s is the primary; rotate (or promote another key) before demoting it", keyring.FormatID(id))
 		}
 		k.State = keyring.DecryptOnly
-		if err := usable(ks, now); err != nil {
-			return Result{}, err
-		}
-		return Result{Key: id}, nil
+		return Result{}, usable(ks, now)
 	})
 }
 
@@ -182,7 +169,7 @@ func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error
 		if o != nil && o.Backends != nil {
 			reg = o.Backends
 		}
-		next, err := reg.Open(ctx, newKEK, dirOf(path))
+		next, err := reg.Open(ctx, newKEK, filepath.Dir(path))
 		if err != nil {
 			return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
 		}

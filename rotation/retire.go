@@ -3,10 +3,8 @@ package rotation
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
-	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -44,14 +42,7 @@ func SafeToRetire(ks *keyring.Keyset, id uint32) (at time.Time, ok bool) {
 // the last key able to seal, force or not.
 func Retire(ctx context.Context, path string, id uint32, force bool, o *Options) (Result, error) {
 	now := o.now()
-	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
-		k, err := find(ks, id)
-		if err != nil {
-			return Result{}, err
-		}
-		if k.State == keyring.Retired {
-			return Result{}, fmt.Errorf("rotation: key %s is already retired", keyring.FormatID(id))
-		}
+	return editKey(ctx, path, id, o, func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error) {
 		var res Result
 		at, ok := SafeToRetire(ks, id)
 		switch {
@@ -68,9 +59,6 @@ func Retire(ctx context.Context, path string, id uint32, force bool, o *Options)
 		if err := usable(ks, now); err != nil {
 			return Result{}, fmt.Errorf("%w; retiring key %s would leave it so", err, keyring.FormatID(id))
 		}
-		res.Key = id
 		return res, nil
 	})
 }
-
-func dirOf(path string) string { return filepath.Dir(path) }
