@@ -24,7 +24,7 @@ func FuzzArgsDigest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
+		if t := bytes.Trim(args, " \t\r\n"); len(t) == 0 || string(t) == "null" {
 			return // digested as {}, which the seal tests check
 		}
 		var v any

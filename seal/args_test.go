@@ -61,6 +61,7 @@ func TestArgsDigestRejects(t *testing.T) {
 		`{"a":1} trailing`,
 		`{"a":`,
 		"{\"a\":\"\xff\"}", // invalid UTF-8
+		"\v{}", "{}\f", "\u00a0{}", // not JSON whitespace (found by FuzzArgsDigest)
 	} {
 		if _, err := ArgsDigest([]byte(s)); err == nil {
 			t.Errorf("ArgsDigest(%q) accepted", s)
