@@ -1,0 +1,153 @@
+// Package mcpgo seals MCP request state in servers built with
+// github.com/mark3labs/mcp-go.
+//
+// Create an Adapter and pass its server options when building the server;
+// tool and prompt handlers then keep working with plaintext RequestState
+// while clients only see sealed tokens:
+//
+//	a, err := mcpgo.New(sealer, nil)
+//	if err != nil { ... }
+//	s := server.NewMCPServer("name", "1.0.0", a.ServerOptions()...)
+//
+// What mcp-go does not allow, and what that means here:
+//
+//   - Resource handlers return []mcp.ResourceContents, with no room for an
+//     input_required result, so resources/read never carries state in
+//     mcp-go and the adapter has nothing to seal there.
+//   - Every error a tool or prompt handler (or its middleware) returns is
+//     sent as JSON-RPC -32603 (internal error) with the error's text. A
+//     state that fails to open is therefore answered -32603 with the message
+//     "invalid requestState (reason: invalid)" or "(reason: expired)", not
+//     the -32602 the go-sdk adapter sends; the handler never runs either
+//     way.
+//   - mcp-go has no standard authenticated principal. Options.Principal
+//     supplies one (from the context your HTTP authentication sets, or the
+//     request header); without it, states are bound to no principal.
+//
+// Clients before protocol 2026-07-28 go through mcp-go's own bridge, which
+// answers input requests in-process and calls the handler again through
+// this middleware: the sealed state never leaves the server.
+package mcpgo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// Options configure the adapter. A nil *Options is the zero value.
+type Options struct {
+	mrtr.Options
+	// Principal returns the authenticated caller of a request from its
+	// context and HTTP header; nil binds no principal.
+	Principal func(ctx context.Context, header http.Header) string
+	// Session returns an application session id to bind; nil binds none.
+	Session func(ctx context.Context, header http.Header) string
+}
+
+// An Adapter holds the tool and prompt middleware.
+type Adapter struct {
+	m *mrtr.Sealer
+	o Options
+}
+
+// New returns an adapter sealing with s.
+func New(s *seal.Sealer, o *Options) (*Adapter, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	m, err := mrtr.New(s, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{m: m, o: *o}, nil
+}
+
+// ServerOptions installs the tool and prompt middleware.
+func (a *Adapter) ServerOptions() []server.ServerOption {
+	return []server.ServerOption{server.WithToolHandlerMiddleware(a.Tool), server.WithPromptHandlerMiddleware(a.Prompt)}
+}
+
+func (a *Adapter) request(ctx context.Context, method, target string, header http.Header, args []byte) mrtr.Request {
+	r := mrtr.Request{Method: method, Target: target, Arguments: args}
+	if a.o.Principal != nil {
+		r.Principal = a.o.Principal(ctx, header)
+	}
+	if a.o.Session != nil {
+		r.Session = a.o.Session(ctx, header)
+	}
+	return r
+}
+
+// Tool is the tool handler middleware.
+func (a *Adapter) Tool(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args := []byte(req.Params.RawArguments)
+		if args == nil && req.Params.Arguments != nil {
+			var err error
+			if args, err = json.Marshal(req.Params.Arguments); err != nil {
+				return nil, fmt.Errorf("invalid arguments: %w", err)
+			}
+		}
+		r := a.request(ctx, mrtr.MethodCallTool, req.Params.Name, req.Header, args)
+		if err := a.open(r, &req.Params.RequestState); err != nil {
+			return nil, err
+		}
+		res, err := next(ctx, req)
+		if err != nil || res == nil {
+			return res, err
+		}
+		return res, a.seal(r, &res.RequestState)
+	}
+}
+
+// Prompt is the prompt handler middleware.
+func (a *Adapter) Prompt(next server.PromptHandlerFunc) server.PromptHandlerFunc {
+	return func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		var args []byte
+		if req.Params.Arguments != nil {
+			args, _ = json.Marshal(req.Params.Arguments) // map[string]string always marshals
+		}
+		r := a.request(ctx, mrtr.MethodGetPrompt, req.Params.Name, req.Header, args)
+		if err := a.open(r, &req.Params.RequestState); err != nil {
+			return nil, err
+		}
+		res, err := next(ctx, req)
+		if err != nil || res == nil {
+			return res, err
+		}
+		return res, a.seal(r, &res.RequestState)
+	}
+}
+
+func (a *Adapter) open(r mrtr.Request, state *string) error {
+	if *state == "" {
+		return nil
+	}
+	plain, err := a.m.Open(r, *state)
+	if err != nil {
+		return fmt.Errorf("invalid requestState (reason: %s)", seal.Reason(err))
+	}
+	*state = plain
+	return nil
+}
+
+func (a *Adapter) seal(r mrtr.Request, state *string) error {
+	if *state == "" {
+		return nil
+	}
+	tok, err := a.m.Seal(r, *state)
+	if err != nil {
+		*state = "" // the plaintext must not reach the client
+		return fmt.Errorf("cannot seal requestState")
+	}
+	*state = tok
+	return nil
+}

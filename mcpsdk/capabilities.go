@@ -1,0 +1,57 @@
+package mcpsdk
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A capabilityRequest is a server request that knows its client's
+// declared capabilities, such as *mcp.CallToolRequest.
+type capabilityRequest interface {
+	ClientCapabilities() *mcp.ClientCapabilities
+}
+
+// RequireClientCapabilities returns nil if the client declared, for this
+// request, every capability need sets (elicitation, sampling, roots).
+// Otherwise it returns the error a handler returns as is: JSON-RPC
+// -32021 (MissingRequiredClientCapability) with data.requiredCapabilities
+// set to need, as SEP-2575 specifies. A server must not send an input
+// request the client did not declare.
+func RequireClientCapabilities(req capabilityRequest, need *mcp.ClientCapabilities) error {
+	have := req.ClientCapabilities()
+	if have == nil {
+		have = &mcp.ClientCapabilities{}
+	}
+	var missing []string
+	if need.Elicitation != nil && have.Elicitation == nil {
+		missing = append(missing, "elicitation")
+	}
+	if need.Sampling != nil && have.Sampling == nil {
+		missing = append(missing, "sampling")
+	}
+	if (need.RootsV2 != nil || need.Roots.ListChanged) && !HasRoots(have) {
+		missing = append(missing, "roots")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(mcp.MissingRequiredClientCapabilityData{RequiredCapabilities: need})
+	if err != nil {
+		return err
+	}
+	return &jsonrpc.Error{
+		Code:    mcp.CodeMissingRequiredClientCapabilities,
+		Message: fmt.Sprintf("client did not declare required capabilities: %s", strings.Join(missing, ", ")),
+		Data:    data,
+	}
+}
+
+// HasRoots reports whether caps declare roots. Declaring roots at all
+// (even without listChanged) counts.
+func HasRoots(caps *mcp.ClientCapabilities) bool {
+	return caps != nil && (caps.RootsV2 != nil || caps.Roots.ListChanged)
+}

@@ -1,0 +1,161 @@
+// Package mcpsdk seals MCP request state in servers built with
+// github.com/modelcontextprotocol/go-sdk.
+//
+// Add the middleware to a server, and handlers keep working with plaintext
+// RequestState while clients only ever see sealed tokens:
+//
+//	mw, err := mcpsdk.Middleware(sealer, nil)
+//	if err != nil { ... }
+//	server.AddReceivingMiddleware(mw)
+//
+// For tools/call, prompts/get and resources/read, the middleware opens the
+// requestState a client sends back before the handler runs, and seals the
+// RequestState a handler returns with an input_required result. The state
+// is bound to the method, the tool or prompt name or resource URI, the
+// principal (Extra.TokenInfo.UserID unless Options.Principal says
+// otherwise), the audience, and a digest of the arguments. A state that
+// fails to open is answered with JSON-RPC error -32602, message "invalid
+// requestState", and data {"reason": "invalid"} or {"reason": "expired"};
+// the handler never runs.
+//
+// Clients on protocol versions before 2026-07-28 keep working through the
+// SDK's own bridge, which fulfils input requests in-process: the state then
+// never leaves the server, and the middleware has nothing to seal.
+// [RequireClientCapabilities] answers -32021 for a request whose client did
+// not declare a capability the handler needs.
+package mcpsdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// Options configure the middleware. A nil *Options is the zero value.
+type Options struct {
+	mrtr.Options
+	// Principal returns the authenticated caller of a request; nil means
+	// the user id of Extra.TokenInfo, or "" for unauthenticated requests.
+	Principal func(ctx context.Context, req mcp.Request) string
+	// Session returns an application session or conversation id to bind,
+	// or ""; nil means none.
+	Session func(ctx context.Context, req mcp.Request) string
+	// Logger receives failures to seal; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Middleware returns the receiving middleware that seals and opens
+// requestState with s.
+func Middleware(s *seal.Sealer, o *Options) (mcp.Middleware, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	m, err := mrtr.New(s, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			r, state, ok := describe(method, req)
+			if !ok {
+				return next(ctx, method, req)
+			}
+			r.Principal = principal(ctx, req, o)
+			if o.Session != nil {
+				r.Session = o.Session(ctx, req)
+			}
+			if *state != "" {
+				plain, err := m.Open(r, *state)
+				if err != nil {
+					return nil, rejection(err)
+				}
+				*state = plain
+			}
+			res, err := next(ctx, method, req)
+			if err != nil || res == nil {
+				return res, err
+			}
+			if out := resultState(res); out != nil && *out != "" {
+				tok, err := m.Seal(r, *out)
+				if err != nil {
+					logger(o).Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", r.Target, "err", err)
+					*out = "" // the plaintext must not reach the client
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot seal requestState"}
+				}
+				*out = tok
+			}
+			return res, nil
+		}
+	}, nil
+}
+
+// describe returns the binding of a request that may carry state, and a
+// pointer to its RequestState.
+func describe(method string, req mcp.Request) (mrtr.Request, *string, bool) {
+	switch r := req.(type) {
+	case *mcp.CallToolRequest:
+		if method == mrtr.MethodCallTool && r.Params != nil {
+			return mrtr.Request{Method: method, Target: r.Params.Name, Arguments: r.Params.Arguments}, &r.Params.RequestState, true
+		}
+	case *mcp.GetPromptRequest:
+		if method == mrtr.MethodGetPrompt && r.Params != nil {
+			var args []byte
+			if r.Params.Arguments != nil {
+				args, _ = json.Marshal(r.Params.Arguments) // map[string]string always marshals
+			}
+			return mrtr.Request{Method: method, Target: r.Params.Name, Arguments: args}, &r.Params.RequestState, true
+		}
+	case *mcp.ReadResourceRequest:
+		if method == mrtr.MethodReadResource && r.Params != nil {
+			return mrtr.Request{Method: method, Target: r.Params.URI}, &r.Params.RequestState, true
+		}
+	}
+	return mrtr.Request{}, nil, false
+}
+
+func resultState(res mcp.Result) *string {
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		return &r.RequestState
+	case *mcp.GetPromptResult:
+		return &r.RequestState
+	case *mcp.ReadResourceResult:
+		return &r.RequestState
+	}
+	return nil
+}
+
+func principal(ctx context.Context, req mcp.Request, o *Options) string {
+	if o.Principal != nil {
+		return o.Principal(ctx, req)
+	}
+	if e := req.GetExtra(); e != nil && e.TokenInfo != nil {
+		return e.TokenInfo.UserID
+	}
+	return ""
+}
+
+func logger(o *Options) *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.Default()
+}
+
+// rejection is the error a client sees for a state that does not open:
+// one fixed message and the reason, nothing about which check failed.
+func rejection(err error) error {
+	reason := seal.Reason(err)
+	if errors.Is(err, mrtr.ErrArguments) {
+		reason = "invalid"
+	}
+	data, _ := json.Marshal(map[string]string{"reason": reason})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState", Data: data}
+}
