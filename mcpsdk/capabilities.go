@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 RequireClientCapabilities must check sampling and roots, deprecated in MCP 2026-07-28 (SEP-2577) but still declared by clients.
+
 package mcpsdk
 
 import (

@@ -42,9 +42,9 @@ func (s slogMetrics) Rejected(method, target, reason string) {
 
 // Counters counts in memory, for tests and for export to a metrics system.
 type Counters struct {
-	mu                   sync.Mutex
-	sealed, opened       int
-	rejected             map[string]int
+	mu             sync.Mutex
+	sealed, opened int
+	rejected       map[string]int
 }
 
 // CounterValues is a copy of the counts.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, vet, staticcheck, every fuzz target for
 # a bounded time, the benchmarks once each (they must run, not be fast), and
-# every test under the race detector. It needs Go and the module proxy;
-# .ci/run installs and starts anything else first.
+# the official MCP conformance suite against the example server, and every
+# test under the race detector. It needs Go, npm and the package
+# registries: the conformance step installs its pinned suite and Node.js 22
+# from the npm registry itself.
 #
 #   FUZZTIME=30s bash scripts/test.sh
 set -euo pipefail
@@ -32,6 +34,9 @@ done
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
+
+echo "== MCP conformance: input-required scenarios against examples/mcpserver"
+bash conformance/run.sh
 
 echo "== allocation contract (without the race detector, which allocates)"
 go test -count=1 -run '^TestAllocs$' ./seal

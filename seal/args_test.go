@@ -60,7 +60,7 @@ func TestArgsDigestRejects(t *testing.T) {
 		`[1,2]`, `"str"`, `1`, `true`,
 		`{"a":1} trailing`,
 		`{"a":`,
-		"{\"a\":\"\xff\"}", // invalid UTF-8
+		"{\"a\":\"\xff\"}",         // invalid UTF-8
 		"\v{}", "{}\f", "\u00a0{}", // not JSON whitespace (found by FuzzArgsDigest)
 	} {
 		if _, err := ArgsDigest([]byte(s)); err == nil {
