@@ -1,0 +1,75 @@
+package mrtr_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/seal"
+)
+
+func newSealer(t *testing.T, o mrtr.Options) (*mrtr.Sealer, *mrtr.Counters) {
+	t.Helper()
+	ring, _ := keyring.Generate(keyring.AEAD)
+	s, _ := seal.New(ring)
+	c := &mrtr.Counters{}
+	o.Metrics = c
+	m, err := mrtr.New(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, c
+}
+
+func TestSealOpen(t *testing.T) {
+	m, c := newSealer(t, mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"slow": time.Hour}})
+	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Principal: "p", Arguments: []byte(`{"x":1}`)}
+	tok, err := m.Seal(r, "state")
+	if err != nil || tok == "" || tok == "state" {
+		t.Fatalf("Seal = %q, %v", tok, err)
+	}
+	reordered := r
+	reordered.Arguments = []byte(` { "x" : 1.0 } `)
+	if got, err := m.Open(reordered, tok); err != nil || got != "state" {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	other := r
+	other.Principal = "q"
+	if _, err := m.Open(other, tok); !errors.Is(err, seal.ErrInvalid) {
+		t.Fatalf("another principal: %v", err)
+	}
+	bad := r
+	bad.Arguments = []byte(`[1]`)
+	if _, err := m.Open(bad, tok); !errors.Is(err, mrtr.ErrArguments) {
+		t.Fatalf("bad arguments: %v", err)
+	}
+	if _, err := m.Seal(bad, "s"); !errors.Is(err, mrtr.ErrArguments) {
+		t.Fatalf("sealing with bad arguments: %v", err)
+	}
+	if tok, err := m.Seal(r, ""); tok != "" || err != nil {
+		t.Fatalf("empty state sealed to %q, %v", tok, err)
+	}
+	slow := r
+	slow.Target = "slow"
+	tok, _ = m.Seal(slow, "s")
+	if h, _ := seal.Inspect(tok); h.Expiry.Sub(h.IssuedAt) != time.Hour {
+		t.Fatalf("per-target TTL: %v", h.Expiry.Sub(h.IssuedAt))
+	}
+	v := c.Values()
+	if v.Sealed != 2 || v.Opened != 1 || v.Rejected["invalid"] != 2 {
+		t.Fatalf("counters %+v", v)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := mrtr.New(nil, mrtr.Options{}); err == nil {
+		t.Fatal("nil sealer accepted")
+	}
+	ring, _ := keyring.Generate(keyring.MAC)
+	s, _ := seal.New(ring)
+	if _, err := mrtr.New(s, mrtr.Options{TTL: map[string]time.Duration{"t": -1}}); err == nil {
+		t.Fatal("negative TTL accepted")
+	}
+}
