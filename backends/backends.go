@@ -35,9 +35,21 @@ type KEK interface {
 // another KEK, or bound to other associated data.
 var ErrUnwrap = errors.New("backends: wrapped key does not unwrap with this KEK and associated data")
 
-// An Opener opens the KEK a URL names. dir is the directory that relative
-// paths in the URL are resolved against (the keyset's directory), or "".
-type Opener func(ctx context.Context, u *url.URL, dir string) (KEK, error)
+// An Opener opens the KEK a URL names.
+type Opener func(ctx context.Context, u *url.URL, o OpenOptions) (KEK, error)
+
+// OpenOptions carry what an Opener may need besides the URL.
+type OpenOptions struct {
+	// Dir is the directory that relative paths in the URL resolve against:
+	// the keyset's directory. "" means the working directory.
+	Dir string
+}
+
+// An OpenOption sets an OpenOptions field.
+type OpenOption func(*OpenOptions)
+
+// RelativeTo resolves relative paths in the URL against dir.
+func RelativeTo(dir string) OpenOption { return func(o *OpenOptions) { o.Dir = dir } }
 
 // A Registry maps URL schemes to openers.
 type Registry struct {
@@ -74,9 +86,12 @@ func (r *Registry) Schemes() []string {
 	return s
 }
 
-// Open opens the KEK named by rawURL. Relative paths in it resolve against
-// dir.
-func (r *Registry) Open(ctx context.Context, rawURL, dir string) (KEK, error) {
+// Open opens the KEK named by rawURL.
+func (r *Registry) Open(ctx context.Context, rawURL string, opts ...OpenOption) (KEK, error) {
+	var oo OpenOptions
+	for _, o := range opts {
+		o(&oo)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("backends: KEK URL %q: %w", rawURL, err)
@@ -90,10 +105,10 @@ func (r *Registry) Open(ctx context.Context, rawURL, dir string) (KEK, error) {
 	if o == nil {
 		return nil, fmt.Errorf("backends: KEK URL %q: no backend for scheme %q (registered: %s)", rawURL, u.Scheme, strings.Join(r.Schemes(), ", "))
 	}
-	return o(ctx, u, dir)
+	return o(ctx, u, oo)
 }
 
 // Open opens rawURL with the Default registry.
-func Open(ctx context.Context, rawURL, dir string) (KEK, error) {
-	return Default.Open(ctx, rawURL, dir)
+func Open(ctx context.Context, rawURL string, opts ...OpenOption) (KEK, error) {
+	return Default.Open(ctx, rawURL, opts...)
 }

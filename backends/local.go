@@ -34,8 +34,8 @@ const localVersion = 1
 
 type localKEK struct{ aead cipher.AEAD }
 
-func openLocal(_ context.Context, u *url.URL, dir string) (KEK, error) {
-	path, env, err := LocalSource(u, dir)
+func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
+	path, env, err := LocalSource(u, o.Dir)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func FuzzKEKURL(f *testing.F) {
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, raw string) {
-		backends.Open(context.Background(), raw, dir) // must not panic
+		backends.Open(context.Background(), raw, backends.RelativeTo(dir)) // must not panic
 		u, err := url.Parse(raw)
 		if err != nil || u.Scheme != "local" {
 			return

@@ -23,7 +23,7 @@ func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
 	if err := backends.GenerateLocal(filepath.Join(dir, "kek")); err != nil {
 		t.Fatal(err)
 	}
-	kek, err := backends.Open(ctx, "local:kek", dir)
+	kek, err := backends.Open(ctx, "local:kek", backends.RelativeTo(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

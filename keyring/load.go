@@ -42,7 +42,7 @@ func OpenKEK(ctx context.Context, ks *Keyset, path string, o *LoadOptions) (back
 	if o != nil && o.Backends != nil {
 		reg = o.Backends
 	}
-	return reg.Open(ctx, url, filepath.Dir(path))
+	return reg.Open(ctx, url, backends.RelativeTo(filepath.Dir(path)))
 }
 
 // LoadFile reads the keyset at path, unwraps every key that may open

@@ -97,14 +97,9 @@ func (a *Adapter) Tool(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 			}
 		}
 		r := a.request(ctx, mrtr.MethodCallTool, req.Params.Name, req.Header, args)
-		if err := a.open(r, &req.Params.RequestState); err != nil {
-			return nil, err
-		}
-		res, err := next(ctx, req)
-		if err != nil || res == nil {
-			return res, err
-		}
-		return res, a.seal(r, &res.RequestState)
+		return around(a, r, &req.Params.RequestState,
+			func() (*mcp.CallToolResult, error) { return next(ctx, req) },
+			func(res *mcp.CallToolResult) *string { return &res.RequestState })
 	}
 }
 
@@ -116,15 +111,23 @@ func (a *Adapter) Prompt(next server.PromptHandlerFunc) server.PromptHandlerFunc
 			args, _ = json.Marshal(req.Params.Arguments) // map[string]string always marshals
 		}
 		r := a.request(ctx, mrtr.MethodGetPrompt, req.Params.Name, req.Header, args)
-		if err := a.open(r, &req.Params.RequestState); err != nil {
-			return nil, err
-		}
-		res, err := next(ctx, req)
-		if err != nil || res == nil {
-			return res, err
-		}
-		return res, a.seal(r, &res.RequestState)
+		return around(a, r, &req.Params.RequestState,
+			func() (*mcp.GetPromptResult, error) { return next(ctx, req) },
+			func(res *mcp.GetPromptResult) *string { return &res.RequestState })
 	}
+}
+
+// around opens the state *in points to, calls the handler, and seals the
+// state of its result.
+func around[R any](a *Adapter, r mrtr.Request, in *string, call func() (*R, error), out func(*R) *string) (*R, error) {
+	if err := a.open(r, in); err != nil {
+		return nil, err
+	}
+	res, err := call()
+	if err != nil || res == nil {
+		return res, err
+	}
+	return res, a.seal(r, out(res))
 }
 
 func (a *Adapter) open(r mrtr.Request, state *string) error {

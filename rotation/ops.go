@@ -169,7 +169,7 @@ func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error
 		if o != nil && o.Backends != nil {
 			reg = o.Backends
 		}
-		next, err := reg.Open(ctx, newKEK, filepath.Dir(path))
+		next, err := reg.Open(ctx, newKEK, backends.RelativeTo(filepath.Dir(path)))
 		if err != nil {
 			return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
 		}
