@@ -152,3 +152,38 @@ func TestRewrap(t *testing.T) {
 		t.Fatalf("rewrap to a missing KEK: %v", err)
 	}
 }
+
+// TestPolicyBoundsSealer: the keyset's max TTL and skew hold for every
+// sealer of the fleet; an option may tighten them, never loosen them.
+func TestPolicyBoundsSealer(t *testing.T) {
+	path, clk, _ := setup(t) // policy: max TTL 1h, skew 30s
+	snap, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, _ := keyring.NewRing(snap)
+	for _, tc := range []struct {
+		opt  seal.Option
+		want time.Duration
+	}{
+		{seal.WithMaxTTL(24 * time.Hour), time.Hour},          // looser: the policy wins
+		{seal.WithMaxTTL(10 * time.Minute), 10 * time.Minute}, // tighter: the option wins
+	} {
+		s, err := seal.New(ring, seal.WithClock(clk.now), tc.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, _ := s.Seal(seal.Binding{}, nil, 2*time.Hour)
+		h, _ := seal.Inspect(tok)
+		if got := h.Expiry.Sub(h.IssuedAt); got != tc.want {
+			t.Errorf("lifetime %v, want %v", got, tc.want)
+		}
+	}
+	// A looser skew option does not stretch the policy's 30 s either.
+	s, _ := seal.New(ring, seal.WithClock(clk.now), seal.WithSkew(5*time.Minute))
+	tok, _ := s.Seal(seal.Binding{}, nil, time.Minute)
+	clk.advance(time.Minute + 31*time.Second)
+	if _, err := s.Open(seal.Binding{}, tok); !errors.Is(err, seal.ErrExpired) {
+		t.Fatalf("skew beyond the policy: %v, want ErrExpired", err)
+	}
+}
