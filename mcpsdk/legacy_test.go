@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,8 +17,8 @@ import (
 func TestLegacyClient(t *testing.T) {
 	f := newFixture(t)
 	st, ct := mcp.NewInMemoryTransports()
-	var wire bytes.Buffer
-	ss, err := f.server.Connect(ctx, &mcp.LoggingTransport{Transport: st, Writer: &wire}, nil)
+	wire := new(lockedBuffer)
+	ss, err := f.server.Connect(ctx, &mcp.LoggingTransport{Transport: st, Writer: wire}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,4 +55,23 @@ func TestLegacyClient(t *testing.T) {
 	if v := f.metrics.Values(); v.Sealed != 0 || v.Opened != 0 {
 		t.Fatalf("the middleware sealed for a legacy client: %+v", v)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer the transport's goroutines may write while
+// the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
