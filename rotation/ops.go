@@ -57,9 +57,21 @@ type RotateOptions struct {
 // propagation delay. Older keys stay as they are and keep opening tokens.
 // Rotating again while a rotation is still propagating works, and warns.
 func Rotate(ctx context.Context, path string, ro RotateOptions, o *Options) (Result, error) {
+	return rotate(ctx, path, ro, o, nil)
+}
+
+// errNotDue stops a scheduled rotation that another instance made first.
+var errNotDue = errors.New("rotation: not due")
+
+// rotate is Rotate; when, if set, is checked on the keyset the edit
+// starts from, so the decision and the write are one compare-and-swap.
+func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when func(*keyring.Keyset, time.Time) bool) (Result, error) {
 	now := o.now()
 	res, err := edit(ctx, path, o, func(ks *keyring.Keyset, openKEK func() (backends.KEK, error)) (Result, error) {
 		var res Result
+		if when != nil && !when(ks, now) {
+			return res, errNotDue
+		}
 		alg := ro.Algorithm
 		if alg == 0 {
 			p, ok := ks.Primary(now)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -26,42 +27,41 @@ type TickResult struct {
 }
 
 // Tick runs once: rotate if the newest key is older than the rotation
-// interval, then retire every key whose tokens have all expired. Losing a
-// compare-and-swap race to another instance is not an error.
+// interval, then retire every key whose tokens have all expired. Each step
+// decides on the keyset it edits, in one compare-and-swap, so instances
+// racing on the same file make one rotation between them; losing that race
+// is not an error.
 func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	var tr TickResult
-	ks, err := keyring.ReadKeysetFile(s.Path)
-	if err != nil {
+	res, err := rotate(ctx, s.Path, RotateOptions{}, &s.Options, due)
+	switch {
+	case errors.Is(err, errNotDue), errors.Is(err, keyring.ErrConflict):
+	case err != nil:
 		return tr, err
+	default:
+		tr.Rotated = res.Key
 	}
 	now := s.Options.now()
-	if due(ks, now) {
-		res, err := Rotate(ctx, s.Path, RotateOptions{}, &s.Options)
-		switch {
-		case errors.Is(err, keyring.ErrConflict):
-			// Another instance edited first; its rotation counts.
-		case err != nil:
-			return tr, err
-		default:
-			tr.Rotated = res.Key
-			ks = res.Keyset
-		}
-	}
-	for _, k := range ks.Keys {
-		if k.State == keyring.Retired {
-			continue
-		}
-		if at, ok := SafeToRetire(ks, k.ID); ok && !now.Before(at) {
-			res, err := Retire(ctx, s.Path, k.ID, false, &s.Options)
-			switch {
-			case errors.Is(err, keyring.ErrConflict):
-				return tr, nil // the keyset moved on; the next tick looks again
-			case err != nil:
-				return tr, err
+	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+		var retired []uint32
+		for i := range ks.Keys {
+			k := &ks.Keys[i]
+			if at, ok := SafeToRetire(ks, k.ID); ok && k.State != keyring.Retired && !now.Before(at) {
+				k.State = keyring.Retired
+				retired = append(retired, k.ID)
 			}
-			tr.Retired = append(tr.Retired, k.ID)
-			ks = res.Keyset
 		}
+		if len(retired) == 0 {
+			return Result{}, errNotDue
+		}
+		tr.Retired = retired
+		return Result{}, usable(ks, now)
+	})
+	switch {
+	case errors.Is(err, errNotDue), errors.Is(err, keyring.ErrConflict):
+		tr.Retired = nil // the next tick looks again
+	case err != nil:
+		return tr, err
 	}
 	return tr, nil
 }

@@ -129,9 +129,8 @@ func TestEncoding(t *testing.T) {
 			"space":            tok[:10] + " " + tok[10:],
 			"non-zero trailing bits": tok[:len(tok)-1] +
 				string(b64alphabet[last|1]),
-			"truncated by one char": tok[:len(tok)-1],
-			"empty":                 "",
-			"header only":           encode(raw[:envelope.HeaderSize]),
+			"empty":       "",
+			"header only": encode(raw[:envelope.HeaderSize]),
 		}
 		if last|1 == last {
 			cases["non-zero trailing bits"] = tok[:len(tok)-1] + string(b64alphabet[last&^1|2])
@@ -140,6 +139,12 @@ func TestEncoding(t *testing.T) {
 			if _, err := s.Open(testBinding, bad); !errors.Is(err, ErrMalformed) {
 				t.Errorf("%v: %s: %v, want ErrMalformed", alg, name, err)
 			}
+		}
+		// One character fewer is either an impossible length or, when the
+		// new last character's spare bits happen to be zero, a canonical
+		// encoding of a shorter envelope that fails authentication.
+		if _, err := s.Open(testBinding, tok[:len(tok)-1]); !isOneOf(err, []error{ErrMalformed, ErrInvalid}) {
+			t.Errorf("%v: truncated by one character: %v", alg, err)
 		}
 		// Truncated or extended at the byte level, re-encoded canonically:
 		// well-formed base64 of the wrong bytes fails authentication, or is
