@@ -62,6 +62,18 @@ func ArgsDigest(args []byte) ([]byte, error) {
 
 var errArgsNotObject = errors.New("stateseal: arguments are not a JSON object")
 
+// mentionsExcluded reports whether an excluded name appears anywhere in the
+// canonical form, as a quoted string. RFC 8785 writes these ASCII names
+// unescaped, so their absence here means no member to leave out.
+func mentionsExcluded(canon []byte) bool {
+	for _, name := range excludedArgs {
+		if bytes.Contains(canon, []byte(`"`+name+`"`)) {
+			return true
+		}
+	}
+	return false
+}
+
 func canonicalArgs(args []byte) ([]byte, error) {
 	// Only JSON's own whitespace: bytes.TrimSpace would also take \v, \f
 	// and Unicode spaces, and vouch for input no JSON parser accepts.
@@ -77,6 +89,9 @@ func canonicalArgs(args []byte) ([]byte, error) {
 	}
 	if canon[0] != '{' {
 		return nil, errArgsNotObject
+	}
+	if !mentionsExcluded(canon) {
+		return canon, nil // the common case: nothing to leave out
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(canon, &members); err != nil {
