@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -104,8 +105,12 @@ func ParseKeyID(s string) (uint32, error) {
 	return binary.BigEndian.Uint32(b), nil
 }
 
-// ParseWrapped decodes the wrapped data key.
+// ParseWrapped decodes the wrapped data key: unpadded base64url, with no
+// line breaks (which encoding/base64 would skip).
 func ParseWrapped(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errors.New("wrapped key is not unpadded base64url")
+	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || len(b) == 0 {
 		return nil, errors.New("wrapped key is not unpadded base64url")
