@@ -119,22 +119,23 @@ func (a *Adapter) Prompt(next server.PromptHandlerFunc) server.PromptHandlerFunc
 
 // around opens the state *in points to, calls the handler, and seals the
 // state of its result.
-func around[R any](a *Adapter, r mrtr.Request, in *string, call func() (*R, error), out func(*R) *string) (*R, error) {
-	if err := a.open(r, in); err != nil {
+func around[R any](a *Adapter, r mrtr.Request, in *string, handle func() (*R, error), out func(*R) *string) (*R, error) {
+	call := a.m.Call(r) // digests the arguments at most once
+	if err := openState(call, in); err != nil {
 		return nil, err
 	}
-	res, err := call()
+	res, err := handle()
 	if err != nil || res == nil {
 		return res, err
 	}
-	return res, a.seal(r, out(res))
+	return res, sealState(call, out(res))
 }
 
-func (a *Adapter) open(r mrtr.Request, state *string) error {
+func openState(call *mrtr.Call, state *string) error {
 	if *state == "" {
 		return nil
 	}
-	plain, err := a.m.Open(r, *state)
+	plain, err := call.Open(*state)
 	if err != nil {
 		return fmt.Errorf("invalid requestState (reason: %s)", seal.Reason(err))
 	}
@@ -142,11 +143,11 @@ func (a *Adapter) open(r mrtr.Request, state *string) error {
 	return nil
 }
 
-func (a *Adapter) seal(r mrtr.Request, state *string) error {
+func sealState(call *mrtr.Call, state *string) error {
 	if *state == "" {
 		return nil
 	}
-	tok, err := a.m.Seal(r, *state)
+	tok, err := call.Seal(*state)
 	if err != nil {
 		*state = "" // the plaintext must not reach the client
 		return fmt.Errorf("cannot seal requestState")

@@ -71,8 +71,9 @@ func Middleware(s *seal.Sealer, o *Options) (mcp.Middleware, error) {
 			if o.Session != nil {
 				r.Session = o.Session(ctx, req)
 			}
+			call := m.Call(r) // digests the arguments at most once
 			if *state != "" {
-				plain, err := m.Open(r, *state)
+				plain, err := call.Open(*state)
 				if err != nil {
 					return nil, rejection(err)
 				}
@@ -83,7 +84,7 @@ func Middleware(s *seal.Sealer, o *Options) (mcp.Middleware, error) {
 				return res, err
 			}
 			if out := resultState(res); out != nil && *out != "" {
-				tok, err := m.Seal(r, *out)
+				tok, err := call.Seal(*out)
 				if err != nil {
 					logger(o).Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", r.Target, "err", err)
 					*out = "" // the plaintext must not reach the client

@@ -87,51 +87,77 @@ func New(s *seal.Sealer, o Options) (*Sealer, error) {
 // object, duplicate member names, invalid UTF-8.
 var ErrArguments = errors.New("mrtr: arguments cannot be digested")
 
-func (m *Sealer) binding(r *Request) (seal.Binding, error) {
-	d, err := seal.ArgsDigest(r.Arguments)
-	if err != nil {
-		return seal.Binding{}, fmt.Errorf("%w: %v", ErrArguments, err)
+// A Call is one request as the middleware handles it: the state it
+// brought is opened and the state its result carries is sealed, under one
+// binding. The arguments are digested once, on first use, however many
+// states the call opens and seals. A Call is not safe for concurrent use.
+type Call struct {
+	m    *Sealer
+	r    Request
+	b    seal.Binding
+	err  error
+	done bool
+}
+
+// Call returns the Call for r.
+func (m *Sealer) Call(r Request) *Call { return &Call{m: m, r: r} }
+
+func (c *Call) binding() (seal.Binding, error) {
+	if !c.done {
+		c.done = true
+		d, err := seal.ArgsDigest(c.r.Arguments)
+		if err != nil {
+			c.err = fmt.Errorf("%w: %v", ErrArguments, err)
+		} else {
+			c.b = seal.Binding{
+				Method: c.r.Method, Target: c.r.Target, Principal: c.r.Principal,
+				Audience: c.m.o.Audience, Session: c.r.Session, ArgsDigest: d, Context: c.r.Context,
+			}
+		}
 	}
-	return seal.Binding{
-		Method: r.Method, Target: r.Target, Principal: r.Principal,
-		Audience: m.o.Audience, Session: r.Session, ArgsDigest: d, Context: r.Context,
-	}, nil
+	return c.b, c.err
 }
 
 // Seal seals a handler's plaintext state for r. An empty state stays
 // empty: there is nothing to protect and the client echoes nothing back.
-func (m *Sealer) Seal(r Request, state string) (string, error) {
-	if state == "" {
-		return "", nil
-	}
-	b, err := m.binding(&r)
-	if err != nil {
-		return "", err
-	}
-	ttl := m.o.DefaultTTL
-	if t, ok := m.o.TTL[r.Target]; ok {
-		ttl = t
-	}
-	tok, err := m.s.Seal(b, []byte(state), ttl)
-	if err != nil {
-		return "", fmt.Errorf("mrtr: sealing requestState for %s %s: %w", r.Method, r.Target, err)
-	}
-	m.metrics.Sealed(r.Method, r.Target)
-	return tok, nil
-}
+func (m *Sealer) Seal(r Request, state string) (string, error) { return m.Call(r).Seal(state) }
 
 // Open verifies a token the client sent back for r and returns the
 // plaintext state. Errors match the seal package's sentinels (or
 // ErrArguments); seal.Reason says what the client may be told.
-func (m *Sealer) Open(r Request, token string) (string, error) {
-	b, err := m.binding(&r)
+func (m *Sealer) Open(r Request, token string) (string, error) { return m.Call(r).Open(token) }
+
+// Seal is Sealer.Seal for this call.
+func (c *Call) Seal(state string) (string, error) {
+	if state == "" {
+		return "", nil
+	}
+	b, err := c.binding()
+	if err != nil {
+		return "", err
+	}
+	ttl := c.m.o.DefaultTTL
+	if t, ok := c.m.o.TTL[c.r.Target]; ok {
+		ttl = t
+	}
+	tok, err := c.m.s.Seal(b, []byte(state), ttl)
+	if err != nil {
+		return "", fmt.Errorf("mrtr: sealing requestState for %s %s: %w", c.r.Method, c.r.Target, err)
+	}
+	c.m.metrics.Sealed(c.r.Method, c.r.Target)
+	return tok, nil
+}
+
+// Open is Sealer.Open for this call.
+func (c *Call) Open(token string) (string, error) {
+	b, err := c.binding()
 	if err == nil {
 		var state []byte
-		if state, err = m.s.Open(b, token); err == nil {
-			m.metrics.Opened(r.Method, r.Target)
+		if state, err = c.m.s.Open(b, token); err == nil {
+			c.m.metrics.Opened(c.r.Method, c.r.Target)
 			return string(state), nil
 		}
 	}
-	m.metrics.Rejected(r.Method, r.Target, seal.Reason(err))
+	c.m.metrics.Rejected(c.r.Method, c.r.Target, seal.Reason(err))
 	return "", err
 }

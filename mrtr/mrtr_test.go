@@ -73,3 +73,32 @@ func TestNewRejects(t *testing.T) {
 		t.Fatal("negative TTL accepted")
 	}
 }
+
+// TestCall opens the state a request brought and seals the next one under
+// the same binding, as a multi-round handler's middleware does.
+func TestCall(t *testing.T) {
+	m, c := newSealer(t, mrtr.Options{})
+	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Arguments: []byte(`{"a":1}`)}
+	first, _ := m.Seal(r, "round=1")
+	call := m.Call(r)
+	if got, err := call.Open(first); err != nil || got != "round=1" {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	next, err := call.Seal("round=2")
+	if err != nil || next == first {
+		t.Fatalf("Seal = %q, %v", next, err)
+	}
+	if got, _ := m.Open(r, next); got != "round=2" {
+		t.Fatalf("next round opens to %q", got)
+	}
+	bad := m.Call(mrtr.Request{Arguments: []byte(`{"a":1,"a":2}`)})
+	if _, err := bad.Open(first); !errors.Is(err, mrtr.ErrArguments) {
+		t.Fatalf("Open with duplicate names: %v", err)
+	}
+	if _, err := bad.Seal("x"); !errors.Is(err, mrtr.ErrArguments) {
+		t.Fatalf("Seal with duplicate names: %v", err)
+	}
+	if v := c.Values(); v.Sealed != 2 || v.Opened != 2 || v.Rejected["invalid"] != 1 {
+		t.Fatalf("counters %+v", v)
+	}
+}
