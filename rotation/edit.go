@@ -52,7 +52,10 @@ type Result struct {
 }
 
 // edit reads the keyset at path, applies fn to a copy, and writes it with
-// the next version. kek opens the keyset's KEK on demand.
+// the next version. kek opens the keyset's KEK on demand and proves it is
+// the right one by unwrapping a key already in the keyset: a wrong KEK
+// (a mistyped --kek, say) would otherwise wrap a new key that no instance
+// can unwrap.
 func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keyset, kek func() (backends.KEK, error)) (Result, error)) (Result, error) {
 	cur, err := keyring.ReadKeysetFile(path)
 	if err != nil {
@@ -66,6 +69,11 @@ func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keys
 			if err != nil {
 				return nil, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
 			}
+			probe, err := cur.UnwrapKey(ctx, k, cur.Keys[0])
+			if err != nil {
+				return nil, fmt.Errorf("rotation: not the keyset's KEK: %w", err)
+			}
+			clear(probe.Material)
 			opened = k
 		}
 		return opened, nil

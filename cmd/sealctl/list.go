@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -139,5 +138,3 @@ func newVerify(p *paths) *cobra.Command {
 		},
 	}
 }
-
-var errOpen = errors.New("token rejected")

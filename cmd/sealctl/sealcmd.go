@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +12,10 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/seal"
 )
+
+// errOpen prefixes a rejected token's error, so the operator sees what the
+// library said and what a client would be told.
+var errOpen = errors.New("token rejected")
 
 // bindingFlags are the binding of seal and open, for debugging.
 type bindingFlags struct {
