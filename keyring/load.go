@@ -54,8 +54,11 @@ func LoadFile(ctx context.Context, path string, o *LoadOptions) (*Snapshot, *Key
 	if o != nil {
 		l.Options = *o
 	}
-	snap, ks, _, err := l.load(ctx)
-	return snap, ks, err
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("keyring: %w", err)
+	}
+	return l.load(ctx, data)
 }
 
 // A Loader keeps a Ring in step with a keyset file. Load it once, then
@@ -74,6 +77,7 @@ type Loader struct {
 	ring    *Ring
 	current *Keyset
 	last    []byte              // the file as last loaded
+	failed  []byte              // the file as it last failed to load, reported once
 	cache   map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
 }
 
@@ -88,7 +92,11 @@ type cacheKey struct {
 func (l *Loader) Load(ctx context.Context) (*Ring, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	snap, ks, data, err := l.load(ctx)
+	data, err := os.ReadFile(l.Path)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: %w", err)
+	}
+	snap, ks, err := l.load(ctx, data)
 	if err != nil {
 		return nil, err
 	}
@@ -136,23 +144,31 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
+// reload reads the file once. A poll (not forced) skips bytes it has
+// already loaded, or already reported as failing, so a broken file is
+// reported once per change rather than at every tick.
 func (l *Loader) reload(ctx context.Context, force bool) error {
-	if !force {
-		if data, err := os.ReadFile(l.Path); err == nil && bytes.Equal(data, l.last) {
-			return nil
-		}
+	data, err := os.ReadFile(l.Path)
+	if err != nil {
+		err = fmt.Errorf("keyring: %w", err)
+		l.report(err)
+		return err
 	}
-	snap, ks, data, err := l.load(ctx)
+	if !force && (bytes.Equal(data, l.last) || l.failed != nil && bytes.Equal(data, l.failed)) {
+		return nil
+	}
+	snap, ks, err := l.load(ctx, data)
 	if err == nil && ks.ID == l.current.ID && ks.Version < l.current.Version {
 		// An older copy of the keyset may hold keys retired since.
 		err = fmt.Errorf("keyring: keyset %s in %s went back from version %d to %d; restart to load an older version on purpose",
 			ks.ID, l.Path, l.current.Version, ks.Version)
 	}
 	if err != nil {
+		l.failed = data
 		l.report(err)
 		return err
 	}
-	l.last = data
+	l.last, l.failed = data, nil
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
 	}
@@ -179,18 +195,15 @@ func (l *Loader) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, []byte, error) {
-	data, err := os.ReadFile(l.Path)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("keyring: %w", err)
-	}
+// load parses, unwraps and checks the keyset in data, read from l.Path.
+func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, error) {
 	ks, err := ParseKeyset(data)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
 	}
 	kek, err := OpenKEK(ctx, ks, l.Path, &l.Options)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
+		return nil, nil, fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
 	}
 	kekURL := ks.KEK
 	if l.Options.KEK != "" {
@@ -207,7 +220,7 @@ func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, []byte, error) {
 		if !ok {
 			k, err := ks.UnwrapKey(ctx, kek, sk)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+				return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
 			}
 			m = k.Material
 		}
@@ -217,13 +230,13 @@ func (l *Loader) load(ctx context.Context) (*Snapshot, *Keyset, []byte, error) {
 	}
 	snap, err := NewSnapshot(keys)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.Path)
+		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.Path)
 	}
 	if _, err := snap.Primary(l.Options.now()); err != nil {
-		return nil, nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.Path, err)
+		return nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.Path, err)
 	}
 	p := ks.Policy
 	snap.policy, snap.version = &p, ks.Version
 	l.cache = next
-	return snap, ks, data, nil
+	return snap, ks, nil
 }

@@ -127,3 +127,42 @@ func TestRunPolls(t *testing.T) {
 		t.Fatalf("policy not reloaded: %+v", p)
 	}
 }
+
+// TestRunReportsBrokenFileOnce: a poll reports a broken keyset once, not at
+// every tick, keeps the last good keys, and picks up the repaired file.
+func TestRunReportsBrokenFileOnce(t *testing.T) {
+	path, ks, _ := newKeysetFile(t, 1)
+	var mu sync.Mutex
+	reports := 0
+	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }},
+		Logger: slog.New(slog.DiscardHandler), OnError: func(error) { mu.Lock(); reports++; mu.Unlock() }}
+	ring, err := l.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ring.Current()
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- l.Run(c, 2*time.Millisecond) }()
+	os.WriteFile(path, []byte("{broken"), 0o600)
+	time.Sleep(100 * time.Millisecond) // dozens of ticks
+	mu.Lock()
+	n := reports
+	mu.Unlock()
+	if n != 1 || ring.Current() != good {
+		t.Fatalf("%d reports for one broken file (want 1); keys kept: %v", n, ring.Current() == good)
+	}
+	next := ks.Clone()
+	next.Version = 2
+	data, _ := next.Marshal()
+	os.WriteFile(path, data, 0o600)
+	deadline := time.Now().Add(5 * time.Second)
+	for ring.Current().Version() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the repaired keyset was not picked up")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
