@@ -114,13 +114,7 @@ func TestRunPolls(t *testing.T) {
 	if err := WriteKeysetFile(path, next); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for ring.Current().Version() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("Run did not pick up version 2 within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitVersion(t, ring, 2)
 	cancel()
 	<-done
 	if p, _ := ring.Current().Policy(); p.Skew != time.Minute {
@@ -156,13 +150,19 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	next.Version = 2
 	data, _ := next.Marshal()
 	os.WriteFile(path, data, 0o600)
+	waitVersion(t, ring, 2)
+	cancel()
+	<-done
+}
+
+// waitVersion waits up to 5 s for a polling Loader to install version v.
+func waitVersion(t *testing.T, ring *Ring, v uint64) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for ring.Current().Version() != 2 {
+	for ring.Current().Version() != v {
 		if time.Now().After(deadline) {
-			t.Fatal("the repaired keyset was not picked up")
+			t.Fatalf("Run did not pick up version %d within 5s", v)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	cancel()
-	<-done
 }
