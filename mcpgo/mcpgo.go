@@ -32,6 +32,7 @@ package mcpgo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -70,10 +71,34 @@ func New(s *seal.Sealer, o *Options) (*Adapter, error) {
 	return &Adapter{m: m, o: *o}, nil
 }
 
-// ServerOptions installs the tool and prompt middleware.
+// ServerOptions installs the tool, prompt and resource middleware, and a
+// request hook that refuses a requestState on every path the middleware
+// does not see (tools added with AddTaskTool, whose handlers mcp-go calls
+// without tool middleware). Pass them after any server.WithHooks, which
+// replaces the server's hooks.
 func (a *Adapter) ServerOptions() []server.ServerOption {
-	return []server.ServerOption{server.WithToolHandlerMiddleware(a.Tool), server.WithPromptHandlerMiddleware(a.Prompt)}
+	return []server.ServerOption{
+		server.WithToolHandlerMiddleware(a.Tool),
+		server.WithPromptHandlerMiddleware(a.Prompt),
+		server.WithResourceHandlerMiddleware(a.Resource),
+		a.guard,
+	}
 }
+
+// Resource is the resource handler middleware. mcp-go's resource handlers
+// cannot answer input_required, so no state was ever sealed for one: any
+// requestState a client sends there is refused before the handler runs.
+func (a *Adapter) Resource(next server.ResourceHandlerFunc) server.ResourceHandlerFunc {
+	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		if req.Params.RequestState != "" {
+			a.m.Reject(mrtr.MethodReadResource, req.Params.URI)
+			return nil, errRejected
+		}
+		return next(ctx, req)
+	}
+}
+
+var errRejected = errors.New("invalid requestState (reason: invalid)")
 
 func (a *Adapter) request(ctx context.Context, method, target string, header http.Header, args []byte) mrtr.Request {
 	r := mrtr.Request{Method: method, Target: target, Arguments: args}

@@ -119,6 +119,9 @@ func (p *peer) send(method string, params map[string]any, out any) error {
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
 	}
 	name, _ := params["name"].(string)
+	if uri, ok := params["uri"].(string); ok {
+		name = uri
+	}
 	h := http.Header{mcp.HeaderMethod: {method}, mcp.HeaderName: {name}}
 	resp, err := p.tr.SendRequest(context.Background(), transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcp.NewRequestId(p.id), Method: method, Params: params, Header: h})
 	if err != nil {

@@ -43,6 +43,10 @@ type Options struct {
 	// Metrics counts sealed, opened and rejected states; nil logs through
 	// slog.Default().
 	Metrics Metrics
+	// Args bounds the arguments a state is bound to; the zero value means
+	// seal.DefaultMaxArgsBytes and seal.DefaultMaxArgsDepth. Arguments past
+	// a bound cannot carry state.
+	Args seal.ArgsOptions
 }
 
 // A Request is what a state is bound to.
@@ -83,9 +87,9 @@ func New(s *seal.Sealer, o Options) (*Sealer, error) {
 	return &Sealer{s: s, o: o, metrics: m}, nil
 }
 
-// ErrArguments reports arguments that cannot be digested: not a JSON
-// object, duplicate member names, invalid UTF-8.
-var ErrArguments = errors.New("mrtr: arguments cannot be digested")
+// ErrArguments reports arguments that cannot be digested (see
+// seal.ArgsOptions.Digest for the rules). It wraps seal.ErrArguments.
+var ErrArguments = seal.ErrArguments
 
 // A Call is one request as the middleware handles it: the state it
 // brought is opened and the state its result carries is sealed, under one
@@ -105,9 +109,9 @@ func (m *Sealer) Call(r Request) *Call { return &Call{m: m, r: r} }
 func (c *Call) binding() (seal.Binding, error) {
 	if !c.done {
 		c.done = true
-		d, err := seal.ArgsDigest(c.r.Arguments)
+		d, err := c.m.o.Args.Digest(c.r.Arguments)
 		if err != nil {
-			c.err = fmt.Errorf("%w: %v", ErrArguments, err)
+			c.err = err
 		} else {
 			c.b = seal.Binding{
 				Method: c.r.Method, Target: c.r.Target, Principal: c.r.Principal,
@@ -148,9 +152,15 @@ func (c *Call) Seal(state string) (string, error) {
 	return tok, nil
 }
 
-// Open is Sealer.Open for this call.
+// Open is Sealer.Open for this call. A token that is malformed, too large
+// or names a key the ring does not hold is rejected before the arguments
+// are digested, so that rejection costs the same whatever their size.
 func (c *Call) Open(token string) (string, error) {
-	b, err := c.binding()
+	err := c.m.s.Check(token)
+	var b seal.Binding
+	if err == nil {
+		b, err = c.binding()
+	}
 	if err == nil {
 		var state []byte
 		if state, err = c.m.s.Open(b, token); err == nil {
@@ -160,4 +170,10 @@ func (c *Call) Open(token string) (string, error) {
 	}
 	c.m.metrics.Rejected(c.r.Method, c.r.Target, seal.Reason(err))
 	return "", err
+}
+
+// Reject counts a state refused without being opened, by an adapter that
+// knows none can be valid on the path it arrived on.
+func (m *Sealer) Reject(method, target string) {
+	m.metrics.Rejected(method, target, "invalid")
 }

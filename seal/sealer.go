@@ -150,25 +150,53 @@ func (s *Sealer) open(dst []byte, b Binding, token []byte, exact bool) ([]byte, 
 	return finish(&cs.limits, dst, c, h, body, ad, now)
 }
 
-// parse runs the checks that need no key material: encoding, version and
-// key id. It decodes the token into buf and appends the associated data
-// after it, in the same array. raw is always the start of that array.
-func parse(cs *cipherSet, buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h envelope.Header, raw, ad []byte, err error) {
+// Check runs the checks of Open that need neither the binding nor any key
+// material: length, encoding, version and key id, and that the key is of
+// the token's kind. It costs the same whatever the binding, so a caller
+// whose binding is expensive to compute (an argument digest of a large
+// request) can reject garbage and unknown keys first. A nil error says
+// nothing about authenticity: only Open does.
+func (s *Sealer) Check(token string) error {
+	if len(token) > s.cfg.maxLen {
+		return ErrTooLarge
+	}
+	tok := unsafe.Slice(unsafe.StringData(token), len(token))
+	sc := getScratch()
+	defer putScratch(sc)
+	_, _, raw, err := check(s.set.get(s.ring.Current(), &s.cfg), sc.buf[:0], tok)
+	sc.buf = raw[:0]
+	return err
+}
+
+// check runs the checks that need no key material: encoding, version and
+// key id. It decodes the token into buf; raw is always the start of buf's
+// array.
+func check(cs *cipherSet, buf, tok []byte) (c *envelope.Cipher, h envelope.Header, raw []byte, err error) {
 	raw, err = envelope.AppendDecode(buf, tok)
 	if err != nil {
-		return nil, h, buf, nil, ErrMalformed
+		return nil, h, buf, ErrMalformed
 	}
 	h, err = envelope.ParseHeader(raw)
 	if err != nil {
-		return nil, h, raw, nil, ErrMalformed
+		return nil, h, raw, ErrMalformed
 	}
 	if c = cs.find(h.KeyID); c == nil {
-		return nil, h, raw, nil, ErrUnknownKey
+		return nil, h, raw, ErrUnknownKey
 	}
 	if c.Version() != h.Version {
 		// A key opens only tokens of its own kind, so the version byte can
 		// never pick the algorithm. This fails as a forgery would.
-		return nil, h, raw, nil, ErrInvalid
+		return nil, h, raw, ErrInvalid
+	}
+	return c, h, raw, nil
+}
+
+// parse runs check, then appends the associated data after the decoded
+// token, in the same array. raw is always the start of that array.
+func parse(cs *cipherSet, buf []byte, b Binding, tok []byte) (c *envelope.Cipher, h envelope.Header, raw, ad []byte, err error) {
+	c, h, raw, err = check(cs, buf, tok)
+	if err != nil {
+		return nil, h, raw, nil, err
 	}
 	full := appendAD(raw, h, &b)
 	return c, h, full[:len(raw)], full[len(raw):], nil

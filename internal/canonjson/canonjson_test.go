@@ -1,0 +1,144 @@
+package canonjson
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gowebpki/jcs"
+)
+
+var lim = Limits{MaxBytes: 1 << 20, MaxDepth: 64}
+
+var exclude = []string{"_meta", "inputResponses", "requestState"}
+
+func canon(t *testing.T, in string) string {
+	t.Helper()
+	out, err := Append(nil, []byte(in), lim, exclude)
+	if err != nil {
+		t.Fatalf("Append(%s): %v", in, err)
+	}
+	return string(out)
+}
+
+func TestCanonical(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{``, `{}`},
+		{" \t\r\n", `{}`},
+		{`null`, `{}`},
+		{`{}`, `{}`},
+		{`{ "b" : [ 1.0, 2e0, -0, 1E2 ], "a":"\u00e9" }`, `{"a":"é","b":[1,2,0,100]}`},
+		{`{"n":0.1,"m":1e21,"k":1e-7,"z":12345678901234567e3}`, `{"k":1e-7,"m":1e+21,"n":0.1,"z":12345678901234567000}`},
+		{`{"\u20ac":1,"\r":2,"a":3}`, `{"\r":2,"a":3,"€":1}`},
+		// The protocol members go at the top level only.
+		{`{"_meta":{"a":1},"x":{"_meta":1},"inputResponses":{},"requestState":"s","y":2}`, `{"x":{"_meta":1},"y":2}`},
+		{`{"requestState":"s"}`, `{}`},
+		// An escaped name is compared after unescaping.
+		{`{"\u005fmeta":1,"a":1}`, `{"a":1}`},
+	} {
+		if got := canon(t, c.in); got != c.want {
+			t.Errorf("Append(%s) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+func TestRefuses(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want error
+	}{
+		{`{"Amount":1000,"amount":1}`, ErrFolded},
+		{`{"amount":1,"AMOUNT":1000}`, ErrFolded},
+		{`{"a":{"b":[{"key":1,"KEY":2}]}}`, ErrFolded},
+		{`{"k":1,"\u212a":2}`, ErrFolded}, // KELVIN SIGN folds with k
+		{`{"ſ":1,"S":2}`, ErrFolded},      // LATIN SMALL LETTER LONG S folds with s
+		{`{"a":1,"a":2}`, ErrSyntax},
+		{`{"a":1,"\u0061":2}`, ErrSyntax},
+		{`{"n":9007199254740993}`, ErrNumber},
+		{`{"n":-9007199254740993}`, ErrNumber},
+		{`{"n":12345678901234567890}`, ErrNumber},
+		{`{"n":0.10000000000000001}`, ErrNumber},
+		{`{"n":1e400}`, ErrNumber},
+		{`{"n":-1e400}`, ErrNumber},
+		{`{"n":1e-400}`, ErrNumber},
+		{`[1]`, ErrNotObject},
+		{`"x"`, ErrNotObject},
+		{`1`, ErrNotObject},
+		{`{"a":1} {}`, ErrSyntax},
+		{`{"a":1}x`, ErrSyntax},
+		{`{"a":`, ErrSyntax},
+		{"{\"a\":\"\xff\"}", ErrSyntax},
+		{`{"a":"\ud800"}`, ErrSyntax},
+		{"\ufeff{}", ErrNotObject},
+		{"\v{}", ErrNotObject},
+		{"{}\f", ErrSyntax},
+		{`{"a":01}`, ErrSyntax},
+		{`{"a":NaN}`, ErrSyntax},
+		{`{"_meta":1,"_meta":2}`, ErrSyntax},
+		{`{"_meta":{"a":1,"a":2}}`, ErrSyntax},
+	} {
+		_, err := Append(nil, []byte(c.in), lim, exclude)
+		if !errors.Is(err, c.want) {
+			t.Errorf("Append(%q) = %v, want %v", c.in, err, c.want)
+		}
+	}
+}
+
+func TestNumbersKept(t *testing.T) {
+	for _, n := range []string{"0", "-0", "0.0", "1", "-1", "1.5", "0.1", "1e2", "1E+2", "100e-2",
+		"9007199254740992", "9007199254740991", "-9007199254740992", "1.7976931348623157e308",
+		"5e-324", "123456789012345", "1234567890123456", "0.30000000000000004", "2.5e-8"} {
+		if _, err := Append(nil, []byte(`{"n":`+n+`}`), lim, exclude); err != nil {
+			t.Errorf("%s refused: %v", n, err)
+		}
+	}
+}
+
+func TestBounds(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 64) + "1" + strings.Repeat("}", 64)
+	if _, err := Append(nil, []byte(deep), lim, exclude); err != nil {
+		t.Errorf("depth 64 refused: %v", err)
+	}
+	deeper := strings.Repeat(`{"a":`, 64) + "[1]" + strings.Repeat("}", 64)
+	if _, err := Append(nil, []byte(deeper), lim, exclude); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("depth 65: %v, want ErrTooDeep", err)
+	}
+	small := Limits{MaxBytes: 10, MaxDepth: 64}
+	if _, err := Append(nil, []byte(`{"a":"123"}`), small, exclude); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("11 bytes over a 10-byte limit: %v", err)
+	}
+	if _, err := Append(nil, []byte(`{"a":"12"}`), small, exclude); err != nil {
+		t.Errorf("10 bytes at a 10-byte limit: %v", err)
+	}
+}
+
+// TestMatchesJCS compares the canonical text with another RFC 8785
+// implementation on inputs both accept.
+func TestMatchesJCS(t *testing.T) {
+	for _, in := range []string{
+		`{"b":[1,2.5,true,null,{"z":"\u00e9\ud83d\ude00<>&\u2028","y":-1.5e-9}],"a":{"c":{}}}`,
+		`{"€":1,"\r":2,"ö":3,"\ud83d\ude00":4,"\ufb33":5,"1":6}`,
+		`{"n":[1e21,1e20,0.000001,1e-7,123.456,-0.0,5e-324,1.7976931348623157e308]}`,
+		`{"s":"\u0000\u001f\"\\/\b\f\n\r\t"}`,
+	} {
+		want, err := jcs.Transform([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := canon(t, in); got != string(want) {
+			t.Errorf("Append(%s)\n = %s\nJCS %s", in, got, want)
+		}
+	}
+}
+
+func TestFoldMatchesEqualFold(t *testing.T) {
+	names := []string{"a", "A", "k", "K", "\u212a", "s", "S", "ſ", "ß", "ẞ", "Σ", "σ", "ς", "ǅ", "ǆ", "Ǆ", "é", "É", "i", "İ", "ı"}
+	for _, x := range names {
+		for _, y := range names {
+			fx, fy := appendFolded(nil, []byte(x)), appendFolded(nil, []byte(y))
+			if (string(fx) == string(fy)) != strings.EqualFold(x, y) {
+				t.Errorf("%q %q: folded equal %v, EqualFold %v", x, y, string(fx) == string(fy), strings.EqualFold(x, y))
+			}
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package seal
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/stateseal/stateseal/internal/canonjson"
+)
+
+// Default bounds of the arguments ArgsDigest accepts.
+const (
+	DefaultMaxArgsBytes = 4 << 20 // 4 MiB
+	DefaultMaxArgsDepth = 64
+)
+
+// ErrArguments reports arguments that ArgsDigest refuses: not a JSON
+// object, invalid JSON or UTF-8, duplicate member names (exact, or equal
+// under case folding), a number a double cannot hold exactly, or input past
+// the size or depth bound. The wrapped message says which.
+var ErrArguments = errors.New("stateseal: arguments refused")
+
+// Members of the arguments object that the digest leaves out: they carry
+// protocol metadata and the input-required round itself, which differ
+// between the request that sealed a token and the retry that opens it.
+var excludedArgs = []string{"_meta", "inputResponses", "requestState"}
+
+// ArgsOptions bound the arguments a digest accepts. The zero value means
+// DefaultMaxArgsBytes and DefaultMaxArgsDepth.
+type ArgsOptions struct {
+	// MaxBytes bounds the length of the arguments as received.
+	MaxBytes int
+	// MaxDepth bounds the nesting of objects and arrays; the arguments
+	// object itself is depth 1.
+	MaxDepth int
+}
+
+// ArgsDigest is ArgsOptions{}.Digest: the digest under the default bounds.
+func ArgsDigest(args []byte) ([]byte, error) { return ArgsOptions{}.Digest(args) }
+
+// Digest returns the SHA-256 digest of a JSON arguments object in the
+// canonical form of RFC 8785 (JSON Canonicalization Scheme), leaving out
+// the top-level members "_meta", "inputResponses" and "requestState". Key
+// order and insignificant whitespace do not change the digest; any change
+// of a value does. Empty input, JSON whitespace and null digest as {}.
+//
+// The digest vouches for what a Go handler will read, so input that
+// parsers could read two ways is refused with ErrArguments rather than
+// digested: invalid JSON or UTF-8, a value other than an object, duplicate
+// member names, member names of one object that are equal under the case
+// folding encoding/json applies ("Amount" and "amount"), and numbers whose
+// text is not exactly the decimal RFC 8785 writes for them
+// (9007199254740993, which a double rounds, but not 1.0 or 1e2). Input
+// longer than MaxBytes or nested deeper than MaxDepth is refused too.
+func (o ArgsOptions) Digest(args []byte) ([]byte, error) {
+	sum, err := o.sum(args)
+	if err != nil {
+		return nil, err
+	}
+	return sum[:], nil
+}
+
+func (o ArgsOptions) sum(args []byte) (sum [sha256.Size]byte, err error) {
+	lim := canonjson.Limits{MaxBytes: o.MaxBytes, MaxDepth: o.MaxDepth}
+	if lim.MaxBytes <= 0 {
+		lim.MaxBytes = DefaultMaxArgsBytes
+	}
+	if lim.MaxDepth <= 0 {
+		lim.MaxDepth = DefaultMaxArgsDepth
+	}
+	buf := canonBufs.Get().(*[]byte)
+	defer canonBufs.Put(buf)
+	canon, err := canonjson.Append((*buf)[:0], args, lim, excludedArgs)
+	if err != nil {
+		return sum, fmt.Errorf("%w: %w", ErrArguments, err)
+	}
+	*buf = canon
+	return sha256.Sum256(canon), nil
+}
+
+// canonBufs holds the canonical text between calls: a digest then costs no
+// allocation for it, whatever the size of the arguments.
+var canonBufs = sync.Pool{New: func() any { return new([]byte) }}
