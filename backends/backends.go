@@ -86,24 +86,28 @@ func (r *Registry) Schemes() []string {
 	return s
 }
 
-// Open opens the KEK named by rawURL.
+// Open opens the KEK named by rawURL. Its errors show the URL only as
+// Redact does: a key value passed where a URL belongs is never echoed.
 func (r *Registry) Open(ctx context.Context, rawURL string, opts ...OpenOption) (KEK, error) {
 	var oo OpenOptions
 	for _, o := range opts {
 		o(&oo)
 	}
+	if looksLikeKey(rawURL) {
+		return nil, errKeyValue
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("backends: KEK URL %q: %w", rawURL, err)
+		return nil, fmt.Errorf("backends: KEK URL %s does not parse", Redact(rawURL))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("backends: KEK URL %q has no scheme (registered: %s)", rawURL, strings.Join(r.Schemes(), ", "))
+		return nil, fmt.Errorf("backends: KEK URL %s has no scheme (registered: %s)", Redact(rawURL), strings.Join(r.Schemes(), ", "))
 	}
 	r.mu.RLock()
 	o := r.openers[u.Scheme]
 	r.mu.RUnlock()
 	if o == nil {
-		return nil, fmt.Errorf("backends: KEK URL %q: no backend for scheme %q (registered: %s)", rawURL, u.Scheme, strings.Join(r.Schemes(), ", "))
+		return nil, fmt.Errorf("backends: KEK URL %s: no backend for scheme %q (registered: %s)", Redact(rawURL), u.Scheme, strings.Join(r.Schemes(), ", "))
 	}
 	return o(ctx, u, oo)
 }

@@ -72,24 +72,24 @@ func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
 // URL names.
 func LocalSource(u *url.URL, dir string) (path, env string, err error) {
 	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", "", fmt.Errorf("backends: %q is not a local KEK URL (local:FILE or local://env/VARIABLE)", u)
+		return "", "", fmt.Errorf("backends: %q is not a local KEK URL (local:FILE or local://env/VARIABLE)", u.Redacted())
 	}
 	switch {
 	case u.Host == "env":
 		name := strings.TrimPrefix(u.Path, "/")
 		if name == "" || strings.ContainsAny(name, "/=") {
-			return "", "", fmt.Errorf("backends: local KEK URL %q: bad variable name", u)
+			return "", "", fmt.Errorf("backends: local KEK URL %q: bad variable name", u.Redacted())
 		}
 		return "", name, nil
 	case u.Host != "":
-		return "", "", fmt.Errorf("backends: local KEK URL %q: unknown host %q (use local:FILE or local://env/VARIABLE)", u, u.Host)
+		return "", "", fmt.Errorf("backends: local KEK URL %q: unknown host %q (use local:FILE or local://env/VARIABLE)", u.Redacted(), u.Host)
 	case u.Opaque != "":
 		path = u.Opaque
 	default:
 		path = u.Path
 	}
 	if path == "" {
-		return "", "", fmt.Errorf("backends: local KEK URL %q names no file", u)
+		return "", "", fmt.Errorf("backends: local KEK URL %q names no file", u.Redacted())
 	}
 	if !filepath.IsAbs(path) && dir != "" {
 		path = filepath.Join(dir, path)

@@ -35,14 +35,22 @@ func ReadKeysetFile(path string) (*Keyset, error) {
 // Writers on one host serialize on an advisory lock (path + ".lock"). The
 // write is atomic: a temporary file in the same directory, fsync, rename
 // over path, fsync of the directory. A crash at any moment leaves either
-// the old keyset or the new one, whole, and the file is mode 0600.
+// the old keyset or the new one, whole.
+//
+// If path is a symbolic link (as Kubernetes mounts secrets and config
+// maps), the file it finally names is edited, with the lock and the
+// temporary file beside it, and the link stays. The new file keeps the old
+// one's mode, owner and group, so servers running as another user keep
+// reading it; a new file is mode 0600. If the owner or group cannot be
+// kept, nothing is written.
 func WriteKeysetFile(path string, ks *Keyset) error {
 	data, err := ks.Marshal()
 	if err != nil {
 		return err
 	}
-	if ks.Version == 0 {
-		return errors.New("keyring: keyset version 0 cannot be written; versions start at 1")
+	path, err = resolve(path)
+	if err != nil {
+		return err
 	}
 	unlock, err := lockFile(path + ".lock")
 	if err != nil {
@@ -69,6 +77,30 @@ func WriteKeysetFile(path string, ks *Keyset) error {
 	return writeAtomic(path, data)
 }
 
+// resolve follows symbolic links to the file path finally names, which
+// need not exist yet (its directory must).
+func resolve(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		return real, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("keyring: %w", err)
+	}
+	// A dangling link names a file to create; follow it by hand.
+	for range 40 {
+		target, lerr := os.Readlink(path)
+		if lerr != nil {
+			return path, nil // not a link: a new file
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return "", fmt.Errorf("keyring: %s: too many levels of symbolic links", path)
+}
+
 // removeStaleTemps deletes temporary files that writers killed mid-write
 // left behind. It runs under the lock, so no live writer owns one.
 func removeStaleTemps(path string) {
@@ -91,8 +123,8 @@ func writeAtomic(path string, data []byte) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	if err = f.Chmod(0o600); err != nil {
-		return fmt.Errorf("keyring: %w", err)
+	if err = keepOwnership(f, path); err != nil {
+		return err
 	}
 	if _, err = f.Write(data); err != nil {
 		return fmt.Errorf("keyring: writing %s: %w", tmp, err)
@@ -116,4 +148,15 @@ func writeAtomic(path string, data []byte) (err error) {
 		return fmt.Errorf("keyring: syncing %s: %w", dir, err)
 	}
 	return nil
+}
+
+// KeysetDir returns the directory that relative paths in the keyset at path
+// (a local KEK file) are resolved against: the directory of the file the
+// path finally names, through any symbolic links, as a Kubernetes secret
+// mount presents it.
+func KeysetDir(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return filepath.Dir(real)
+	}
+	return filepath.Dir(path)
 }

@@ -93,17 +93,22 @@ func TestPrimary(t *testing.T) {
 	}
 }
 
-// Two keys with the same activation: every instance must agree on which
-// seals, whatever order the keyset lists them in.
+// Two keys with the same activation: the one listed later seals, so that
+// a key added or promoted in the same second as the primary's activation
+// takes over, and every instance, reading the same keyset, agrees.
 func TestPrimaryTieBreak(t *testing.T) {
 	a := key(t, MAC, t0)
 	b := key(t, MAC, t0, a)
-	s1, _ := NewSnapshot([]Key{a, b})
-	s2, _ := NewSnapshot([]Key{b, a})
-	k1, _ := s1.Primary(t0)
-	k2, _ := s2.Primary(t0)
-	if k1.ID != k2.ID {
-		t.Fatalf("primary depends on order: %08x vs %08x", k1.ID, k2.ID)
+	for _, order := range [][]Key{{a, b}, {b, a}} {
+		s, _ := NewSnapshot(order)
+		k, _ := s.Primary(t0)
+		if want := order[1].ID; k.ID != want {
+			t.Errorf("primary of %08x, %08x is %08x, want the later-listed %08x", order[0].ID, order[1].ID, k.ID, want)
+		}
+		ks := &Keyset{Keys: []StoredKey{{ID: order[0].ID, State: Active, Activation: t0}, {ID: order[1].ID, State: Active, Activation: t0}}}
+		if sk, _ := ks.Primary(t0); sk.ID != k.ID {
+			t.Errorf("Keyset.Primary %08x disagrees with Snapshot.Primary %08x", sk.ID, k.ID)
+		}
 	}
 }
 

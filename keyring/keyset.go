@@ -1,6 +1,7 @@
 package keyring
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +23,8 @@ type Keyset struct {
 	KEK     string // URL of the KEK, such as local:stateseal.kek
 	Policy  Policy
 	Keys    []StoredKey
+	// Auth authenticates everything above under the KEK; see Authenticate.
+	Auth Auth
 }
 
 // A StoredKey is a key as a keyset holds it: its data key wrapped.
@@ -95,7 +98,8 @@ func WrapAD(keysetID string, keyID uint32) []byte {
 }
 
 // ParseKeyset reads a keyset document strictly and validates it. Unknown
-// fields, unknown formats and invalid values are errors.
+// fields, unknown formats and invalid values are errors. It does not check
+// the keyset's authentication, which needs the KEK: see Verify.
 func ParseKeyset(data []byte) (*Keyset, error) {
 	d, err := keysetjson.Parse(data)
 	if err != nil {
@@ -109,6 +113,12 @@ func ParseKeyset(data []byte) (*Keyset, error) {
 			Skew:             time.Duration(d.Policy.Skew) * time.Second,
 			RotationInterval: time.Duration(d.Policy.RotationInterval) * time.Second,
 		},
+	}
+	if ks.Auth.Wrapped, err = keysetjson.ParseWrapped(d.Auth.Wrapped); err != nil {
+		return nil, fmt.Errorf("keyring: keyset %s: auth: %w", d.ID, err)
+	}
+	if ks.Auth.Tag, err = keysetjson.ParseWrapped(d.Auth.Tag); err != nil || len(ks.Auth.Tag) != 32 {
+		return nil, fmt.Errorf("keyring: keyset %s: auth: the tag is not 32 bytes of unpadded base64url", d.ID)
 	}
 	for _, k := range d.Keys {
 		sk, err := parseStoredKey(k)
@@ -153,6 +163,9 @@ func (ks *Keyset) Validate() error {
 	if ks.KEK == "" {
 		return fmt.Errorf("keyring: keyset %s names no KEK", ks.ID)
 	}
+	if ks.Version == 0 {
+		return fmt.Errorf("keyring: keyset %s has version 0; versions start at 1", ks.ID)
+	}
 	if err := ks.Policy.Validate(); err != nil {
 		return fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
 	}
@@ -187,10 +200,14 @@ func (ks *Keyset) Validate() error {
 	return nil
 }
 
-// Marshal encodes the keyset as its JSON document.
+// Marshal encodes the keyset as its JSON document. Call Authenticate
+// first: a keyset without authentication cannot be marshaled.
 func (ks *Keyset) Marshal() ([]byte, error) {
 	if err := ks.Validate(); err != nil {
 		return nil, err
+	}
+	if len(ks.Auth.Wrapped) == 0 || len(ks.Auth.Tag) == 0 {
+		return nil, fmt.Errorf("keyring: keyset %s is not authenticated; call Authenticate before writing it", ks.ID)
 	}
 	d := &keysetjson.Doc{
 		Format: keysetjson.Format, ID: ks.ID, Version: ks.Version, KEK: ks.KEK,
@@ -201,6 +218,7 @@ func (ks *Keyset) Marshal() ([]byte, error) {
 			RotationInterval: int64(ks.Policy.RotationInterval / time.Second),
 		},
 		Keys: []keysetjson.Key{},
+		Auth: keysetjson.Auth{Wrapped: keysetjson.FormatWrapped(ks.Auth.Wrapped), Tag: keysetjson.FormatWrapped(ks.Auth.Tag)},
 	}
 	for _, k := range ks.Keys {
 		d.Keys = append(d.Keys, keysetjson.Key{
@@ -214,6 +232,7 @@ func (ks *Keyset) Marshal() ([]byte, error) {
 // Clone returns a deep copy, for editing.
 func (ks *Keyset) Clone() *Keyset {
 	c := *ks
+	c.Auth = Auth{Wrapped: bytes.Clone(ks.Auth.Wrapped), Tag: bytes.Clone(ks.Auth.Tag)}
 	c.Keys = make([]StoredKey, len(ks.Keys))
 	for i, k := range ks.Keys {
 		k.Wrapped = append([]byte(nil), k.Wrapped...)
@@ -233,7 +252,8 @@ func (ks *Keyset) Key(id uint32) (*StoredKey, bool) {
 }
 
 // Primary returns the key that seals at now, by the rule of
-// Snapshot.Primary: the newest active key whose activation has passed.
+// Snapshot.Primary: the active key with the latest activation that has
+// passed; of two that activated in the same second, the one listed later.
 func (ks *Keyset) Primary(now time.Time) (*StoredKey, bool) {
 	var best *StoredKey
 	for i := range ks.Keys {
@@ -241,7 +261,7 @@ func (ks *Keyset) Primary(now time.Time) (*StoredKey, bool) {
 		if k.State != Active || k.Activation.After(now) {
 			continue
 		}
-		if best == nil || compareAge(k.Activation, k.Created, k.ID, best.Activation, best.Created, best.ID) > 0 {
+		if best == nil || !k.Activation.Before(best.Activation) {
 			best = k
 		}
 	}

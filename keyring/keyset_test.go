@@ -36,11 +36,23 @@ func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
 		}
 		ks.Keys = append(ks.Keys, sk)
 	}
+	if err := ks.Authenticate(ctx, kek); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(dir, "keyset.json")
 	if err := WriteKeysetFile(path, ks); err != nil {
 		t.Fatal(err)
 	}
 	return path, ks, kek
+}
+
+// writeAuth authenticates ks under kek and writes it, as every writer does.
+func writeAuth(t *testing.T, path string, ks *Keyset, kek backends.KEK) error {
+	t.Helper()
+	if err := ks.Authenticate(ctx, kek); err != nil {
+		t.Fatal(err)
+	}
+	return WriteKeysetFile(path, ks)
 }
 
 func TestKeysetRoundTrip(t *testing.T) {
@@ -67,8 +79,8 @@ func TestParseKeysetRejects(t *testing.T) {
 	edits := map[string]func(string) string{
 		"unknown field":     func(s string) string { return strings.Replace(s, `"version"`, `"colour": 1, "version"`, 1) },
 		"unknown key field": func(s string) string { return strings.Replace(s, `"state"`, `"note": "x", "state"`, 1) },
-		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v1", "stateseal-keyset-v2", 1) },
-		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v1",`, "", 1) },
+		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v2", "stateseal-keyset-v3", 1) },
+		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v2",`, "", 1) },
 		"trailing data":     func(s string) string { return s + "{}" },
 		"duplicate member": func(s string) string {
 			return strings.Replace(s, `"state": "active"`, `"state": "retired", "state": "active"`, 1)
@@ -192,7 +204,7 @@ func TestLoadFile(t *testing.T) {
 	// Another KEK: the error names the keyset file and the key.
 	t.Setenv("OTHER_KEK", backends.NewLocalKey())
 	_, _, err = LoadFile(ctx, path, &LoadOptions{KEK: "local://env/OTHER_KEK"})
-	if !errors.Is(err, backends.ErrUnwrap) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), FormatID(ks.Keys[0].ID)) {
+	if !errors.Is(err, backends.ErrUnwrap) || !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), ks.ID) {
 		t.Fatalf("wrong KEK: %v", err)
 	}
 }

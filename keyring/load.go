@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -23,6 +22,12 @@ type LoadOptions struct {
 	// Now is the clock that decides whether a primary key is usable;
 	// nil means time.Now.
 	Now func() time.Time
+	// AllowKeysetChange lets a Loader's reload install a keyset with
+	// another id or another KEK URL than the one it loaded first. Off, such
+	// a reload is refused and the last good keys keep serving: whoever can
+	// replace the file could otherwise point the fleet at a keyset and KEK
+	// of their own.
+	AllowKeysetChange bool
 }
 
 func (o *LoadOptions) now() time.Time {
@@ -42,7 +47,7 @@ func OpenKEK(ctx context.Context, ks *Keyset, path string, o *LoadOptions) (back
 	if o != nil && o.Backends != nil {
 		reg = o.Backends
 	}
-	return reg.Open(ctx, url, backends.RelativeTo(filepath.Dir(path)))
+	return reg.Open(ctx, url, backends.RelativeTo(KeysetDir(path)))
 }
 
 // LoadFile reads the keyset at path, unwraps every key that may open
@@ -158,6 +163,10 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 		return nil
 	}
 	snap, ks, err := l.load(ctx, data)
+	if err == nil && !l.Options.AllowKeysetChange && (ks.ID != l.current.ID || ks.KEK != l.current.KEK) {
+		err = fmt.Errorf("keyring: %s now holds keyset %s under KEK %s, not keyset %s under KEK %s; refused (set LoadOptions.AllowKeysetChange, or restart, to change keysets on purpose)",
+			l.Path, ks.ID, backends.Redact(ks.KEK), l.current.ID, backends.Redact(l.current.KEK))
+	}
 	if err == nil && ks.ID == l.current.ID && ks.Version < l.current.Version {
 		// An older copy of the keyset may hold keys retired since.
 		err = fmt.Errorf("keyring: keyset %s in %s went back from version %d to %d; restart to load an older version on purpose",
@@ -204,6 +213,9 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 	kek, err := OpenKEK(ctx, ks, l.Path, &l.Options)
 	if err != nil {
 		return nil, nil, fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
+	}
+	if err := ks.Verify(ctx, kek); err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
 	}
 	kekURL := ks.KEK
 	if l.Options.KEK != "" {

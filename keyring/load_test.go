@@ -34,7 +34,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	next.Version = 2
 	sk, _ := next.Wrap(ctx, kek, key(t, MAC, t0, next.IDs()...))
 	next.Keys = append(next.Keys, sk)
-	if err := WriteKeysetFile(path, next); err != nil {
+	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Reload(ctx); err != nil {
@@ -90,7 +90,7 @@ func TestReloadNoUsablePrimary(t *testing.T) {
 	next.Version = 2
 	sk, _ := next.Wrap(ctx, kek, key(t, AEAD, t0.Add(time.Hour), next.IDs()...))
 	next.Keys = []StoredKey{sk}
-	if err := WriteKeysetFile(path, next); err != nil {
+	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Reload(ctx); err == nil || ring.Current() != good {
@@ -99,7 +99,7 @@ func TestReloadNoUsablePrimary(t *testing.T) {
 }
 
 func TestRunPolls(t *testing.T) {
-	path, ks, _ := newKeysetFile(t, 1)
+	path, ks, kek := newKeysetFile(t, 1)
 	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
@@ -111,7 +111,7 @@ func TestRunPolls(t *testing.T) {
 	next := ks.Clone()
 	next.Version = 2
 	next.Policy.Skew = time.Minute
-	if err := WriteKeysetFile(path, next); err != nil {
+	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
 	}
 	waitVersion(t, ring, 2)
@@ -125,7 +125,7 @@ func TestRunPolls(t *testing.T) {
 // TestRunReportsBrokenFileOnce: a poll reports a broken keyset once, not at
 // every tick, keeps the last good keys, and picks up the repaired file.
 func TestRunReportsBrokenFileOnce(t *testing.T) {
-	path, ks, _ := newKeysetFile(t, 1)
+	path, ks, kek := newKeysetFile(t, 1)
 	var mu sync.Mutex
 	reports := 0
 	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }},
@@ -148,6 +148,7 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	}
 	next := ks.Clone()
 	next.Version = 2
+	next.Authenticate(ctx, kek)
 	data, _ := next.Marshal()
 	os.WriteFile(path, data, 0o600)
 	waitVersion(t, ring, 2)

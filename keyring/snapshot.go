@@ -27,12 +27,14 @@ type Snapshot struct {
 // future is allowed: that is how a rotation is announced to a fleet.
 func NewSnapshot(keys []Key) (*Snapshot, error) {
 	s := &Snapshot{keys: make([]Key, len(keys))}
+	listed := make(map[uint32]int, len(keys)) // a key's place in keys breaks ties
 	for i, k := range keys {
 		if err := k.validate(); err != nil {
 			return nil, err
 		}
 		k.Material = bytes.Clone(k.Material)
 		s.keys[i] = k
+		listed[k.ID] = i
 	}
 	slices.SortFunc(s.keys, func(a, b Key) int { return cmpID(a.ID, b.ID) })
 	for i := 1; i < len(s.keys); i++ {
@@ -48,24 +50,16 @@ func NewSnapshot(keys []Key) (*Snapshot, error) {
 	if len(s.sealers) == 0 {
 		return nil, errors.New("keyring: no active key")
 	}
+	// Latest activation first; of two activated in the same second, the
+	// one listed later, which is the one added (or promoted) later.
 	slices.SortFunc(s.sealers, func(a, b int) int {
 		ka, kb := &s.keys[a], &s.keys[b]
-		return compareAge(kb.Activation, kb.Created, kb.ID, ka.Activation, ka.Created, ka.ID)
+		if c := kb.Activation.Compare(ka.Activation); c != 0 {
+			return c
+		}
+		return listed[kb.ID] - listed[ka.ID]
 	})
 	return s, nil
-}
-
-// compareAge orders keys for the choice of primary: by activation, then
-// creation, then id, so every instance picks the same primary from the
-// same keys in any order.
-func compareAge(aAct, aCreated time.Time, aID uint32, bAct, bCreated time.Time, bID uint32) int {
-	if c := aAct.Compare(bAct); c != 0 {
-		return c
-	}
-	if c := aCreated.Compare(bCreated); c != 0 {
-		return c
-	}
-	return cmpID(aID, bID)
 }
 
 func cmpID(a, b uint32) int {
@@ -78,8 +72,9 @@ func cmpID(a, b uint32) int {
 	return 0
 }
 
-// Primary returns the key that seals at now: the newest active key whose
-// activation time is not after now. The key must not be modified.
+// Primary returns the key that seals at now: the active key with the
+// latest activation not after now; of two that activated in the same
+// second, the one listed later in the keyset. The key must not be modified.
 func (s *Snapshot) Primary(now time.Time) (*Key, error) {
 	for _, i := range s.sealers {
 		if !s.keys[i].Activation.After(now) {

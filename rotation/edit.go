@@ -51,38 +51,39 @@ type Result struct {
 	Warnings []string        // things an operator should know; the edit was made
 }
 
-// edit reads the keyset at path, applies fn to a copy, and writes it with
-// the next version. kek opens the keyset's KEK on demand and proves it is
-// the right one by unwrapping a key already in the keyset: a wrong KEK
-// (a mistyped --kek, say) would otherwise wrap a new key that no instance
-// can unwrap.
-func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keyset, kek func() (backends.KEK, error)) (Result, error)) (Result, error) {
+// edit reads the keyset at path, checks its authentication under its KEK,
+// applies fn to a copy, authenticates the result and writes it with the
+// next version. A keyset changed without the KEK is never edited: an edit
+// would authenticate whatever was changed (a retired key revived, say).
+// fn gets the opened KEK; a Rewrap that changes ks.KEK authenticates the
+// result under the new one.
+func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
 	cur, err := keyring.ReadKeysetFile(path)
 	if err != nil {
 		return Result{}, err
 	}
-	ks := cur.Clone()
-	var opened backends.KEK
-	kek := func() (backends.KEK, error) {
-		if opened == nil {
-			k, err := keyring.OpenKEK(ctx, cur, path, o.loadOptions())
-			if err != nil {
-				return nil, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
-			}
-			probe, err := cur.UnwrapKey(ctx, k, cur.Keys[0])
-			if err != nil {
-				return nil, fmt.Errorf("rotation: not the keyset's KEK: %w", err)
-			}
-			clear(probe.Material)
-			opened = k
-		}
-		return opened, nil
+	kek, err := keyring.OpenKEK(ctx, cur, path, o.loadOptions())
+	if err != nil {
+		return Result{}, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
 	}
+	if err := cur.Verify(ctx, kek); err != nil {
+		return Result{}, fmt.Errorf("rotation: %w (in %s)", err, path)
+	}
+	ks := cur.Clone()
 	res, err := fn(ks, kek)
 	if err != nil {
 		return Result{}, err
 	}
 	ks.Version = cur.Version + 1
+	signer := kek
+	if ks.KEK != cur.KEK {
+		if signer, err = openKEK(ctx, ks.KEK, path, o); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := ks.Authenticate(ctx, signer); err != nil {
+		return Result{}, err
+	}
 	if err := keyring.WriteKeysetFile(path, ks); err != nil {
 		return Result{}, err
 	}
@@ -90,9 +91,23 @@ func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keys
 	return res, nil
 }
 
+// openKEK opens the KEK at url, with relative local paths resolved against
+// the keyset's directory.
+func openKEK(ctx context.Context, url, path string, o *Options) (backends.KEK, error) {
+	reg := backends.Default
+	if o != nil && o.Backends != nil {
+		reg = o.Backends
+	}
+	k, err := reg.Open(ctx, url, backends.RelativeTo(keyring.KeysetDir(path)))
+	if err != nil {
+		return nil, fmt.Errorf("rotation: %w", err)
+	}
+	return k, nil
+}
+
 // editKey is edit for an operation on one key that is not retired.
 func editKey(ctx context.Context, path string, id uint32, o *Options, fn func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error)) (Result, error) {
-	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+	return edit(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
 		k, err := find(ks, id)
 		if err != nil {
 			return Result{}, err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
@@ -36,6 +36,9 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 		return Result{}, err
 	}
 	ks.Keys = []keyring.StoredKey{sk}
+	if err := ks.Authenticate(ctx, kek); err != nil {
+		return Result{}, err
+	}
 	if err := keyring.WriteKeysetFile(path, ks); err != nil {
 		return Result{}, err
 	}
@@ -67,7 +70,7 @@ var errNotDue = errors.New("rotation: not due")
 // starts from, so the decision and the write are one compare-and-swap.
 func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when func(*keyring.Keyset, time.Time) bool) (Result, error) {
 	now := o.now()
-	res, err := edit(ctx, path, o, func(ks *keyring.Keyset, openKEK func() (backends.KEK, error)) (Result, error) {
+	res, err := edit(ctx, path, o, func(ks *keyring.Keyset, kek backends.KEK) (Result, error) {
 		var res Result
 		if when != nil && !when(ks, now) {
 			return res, errNotDue
@@ -96,10 +99,6 @@ func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when
 		if err != nil {
 			return res, err
 		}
-		kek, err := openKEK()
-		if err != nil {
-			return res, err
-		}
 		sk, err := ks.Wrap(ctx, kek, k)
 		if err != nil {
 			return res, err
@@ -117,18 +116,26 @@ func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when
 
 // Promote makes key id active from now: the primary at once, for an
 // emergency in which waiting out the propagation delay is worse than
-// instances that have not reloaded rejecting its tokens for a while.
+// instances that have not reloaded rejecting its tokens for a while. The
+// key moves to the end of the keyset, so it wins over a key that activated
+// in the same second. A pending key that activates later still takes over
+// when it does: Promote warns of it.
 func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
 	now := o.now()
 	return editKey(ctx, path, id, o, func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error) {
 		k.State = keyring.Active
 		k.Activation = now
-		if p, _ := ks.Primary(now); p.ID != id {
-			// Another key activated this very second and wins the tie.
-			return Result{}, fmt.Errorf("rotation: key %s cannot overtake key %s, activated this second; try again in a second",
-				keyring.FormatID(id), keyring.FormatID(p.ID))
+		moved := *k
+		ks.Keys = slices.DeleteFunc(ks.Keys, func(sk keyring.StoredKey) bool { return sk.ID == id })
+		ks.Keys = append(ks.Keys, moved)
+		res := Result{Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}
+		for _, p := range ks.Keys {
+			if p.State == keyring.Active && p.Activation.After(now) {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("key %s becomes the primary at %s, superseding key %s; demote it to keep key %s",
+					keyring.FormatID(p.ID), p.Activation.Format(time.RFC3339), keyring.FormatID(id), keyring.FormatID(id)))
+			}
 		}
-		return Result{Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}, nil
+		return res, nil
 	})
 }
 
@@ -150,19 +157,18 @@ func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, er
 }
 
 // Prune removes retired keys from the keyset. Their tokens were already
-// rejected; pruning only shortens the file.
+// rejected; pruning only shortens the file. With no retired key it writes
+// nothing and says so in a warning.
 func Prune(ctx context.Context, path string, o *Options) (Result, error) {
-	return edit(ctx, path, o, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
-		var kept []keyring.StoredKey
-		for _, k := range ks.Keys {
-			if k.State != keyring.Retired {
-				kept = append(kept, k)
-			}
-		}
-		if len(kept) == len(ks.Keys) {
-			return Result{}, errors.New("rotation: no retired key to prune")
-		}
-		ks.Keys = kept
+	cur, err := keyring.ReadKeysetFile(path)
+	if err != nil {
+		return Result{}, err
+	}
+	if !slices.ContainsFunc(cur.Keys, func(k keyring.StoredKey) bool { return k.State == keyring.Retired }) {
+		return Result{Keyset: cur, Warnings: []string{"no retired key to prune; nothing written"}}, nil
+	}
+	return edit(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+		ks.Keys = slices.DeleteFunc(ks.Keys, func(k keyring.StoredKey) bool { return k.State == keyring.Retired })
 		return Result{}, nil
 	})
 }
@@ -172,18 +178,10 @@ func Prune(ctx context.Context, path string, o *Options) (Result, error) {
 // is unwrapped with the old KEK first: a key that does not unwrap stops the
 // rewrap and nothing is written.
 func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error) {
-	return edit(ctx, path, o, func(ks *keyring.Keyset, openKEK func() (backends.KEK, error)) (Result, error) {
-		old, err := openKEK()
+	return edit(ctx, path, o, func(ks *keyring.Keyset, old backends.KEK) (Result, error) {
+		next, err := openKEK(ctx, newKEK, path, o)
 		if err != nil {
-			return Result{}, err
-		}
-		reg := backends.Default
-		if o != nil && o.Backends != nil {
-			reg = o.Backends
-		}
-		next, err := reg.Open(ctx, newKEK, backends.RelativeTo(filepath.Dir(path)))
-		if err != nil {
-			return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
+			return Result{}, fmt.Errorf("new KEK: %w", err)
 		}
 		for i, sk := range ks.Keys {
 			k, err := ks.UnwrapKey(ctx, old, sk)

@@ -1,10 +1,12 @@
 package rotation
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -179,8 +181,12 @@ func TestDemotePromote(t *testing.T) {
 func TestPrune(t *testing.T) {
 	path, clk, o := setup(t)
 	old := read(t, path).Keys[0].ID
-	if _, err := Prune(ctx, path, o); err == nil {
-		t.Fatal("pruned nothing without an error")
+	before, _ := os.ReadFile(path)
+	if res, err := Prune(ctx, path, o); err != nil || len(res.Warnings) != 1 {
+		t.Fatalf("prune with nothing to prune: %v %v", res.Warnings, err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("prune with nothing to prune wrote the keyset")
 	}
 	Rotate(ctx, path, RotateOptions{}, o)
 	clk.advance(2 * time.Hour)

@@ -3,6 +3,7 @@ package rotation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stateseal/stateseal/keyring"
@@ -12,18 +13,22 @@ import (
 // without rejecting a token that is still valid: its successor's
 // activation plus the maximum TTL plus the skew. Up to the successor's
 // activation the key may still seal; a token sealed then lives for at most
-// the maximum TTL, and openers accept it for the skew beyond. A key with
+// the maximum TTL, and openers accept it for the skew beyond. The
+// successor is the first active key to win the choice of primary over this
+// one: a later activation, or the same one and listed later. A key with
 // no successor yet cannot be retired safely at any known time, and ok is
 // false.
 func SafeToRetire(ks *keyring.Keyset, id uint32) (at time.Time, ok bool) {
-	k, found := ks.Key(id)
-	if !found {
+	pos := slices.IndexFunc(ks.Keys, func(k keyring.StoredKey) bool { return k.ID == id })
+	if pos < 0 {
 		return time.Time{}, false
 	}
+	k := &ks.Keys[pos]
 	var succ *keyring.StoredKey
 	for i := range ks.Keys {
 		s := &ks.Keys[i]
-		if s.ID == id || s.State != keyring.Active || !s.Activation.After(k.Activation) {
+		wins := s.Activation.After(k.Activation) || s.Activation.Equal(k.Activation) && i > pos
+		if i == pos || s.State != keyring.Active || !wins {
 			continue
 		}
 		if succ == nil || s.Activation.Before(succ.Activation) {
@@ -47,6 +52,10 @@ func Retire(ctx context.Context, path string, id uint32, force bool, o *Options)
 		at, ok := SafeToRetire(ks, id)
 		switch {
 		case ok && !now.Before(at):
+		case !force && !ok && k.State == keyring.DecryptOnly:
+			return Result{}, fmt.Errorf("rotation: key %s is decrypt-only and no key activated after it, so when it last sealed is not recorded; "+
+				"retire it with --force once the maximum TTL (%s) plus skew (%s) have passed since it was demoted",
+				keyring.FormatID(id), ks.Policy.MaxTTL, ks.Policy.Skew)
 		case !force && !ok:
 			return Result{}, fmt.Errorf("rotation: key %s has no successor yet: tokens it seals now would be rejected; rotate first (or --force)", keyring.FormatID(id))
 		case !force:

@@ -42,7 +42,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		tr.Rotated = res.Key
 	}
 	now := s.Options.now()
-	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyring.Keyset, _ func() (backends.KEK, error)) (Result, error) {
+	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
 		var retired []uint32
 		for i := range ks.Keys {
 			k := &ks.Keys[i]

@@ -47,20 +47,26 @@ is whatever the token's sender chose.`,
 }
 
 type inspectOutput struct {
-	Version       int       `json:"version"`
-	Algorithm     string    `json:"algorithm"`
-	KeyID         string    `json:"key_id"`
-	IssuedAt      time.Time `json:"issued_at"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	TokenLength   int       `json:"token_length"`
-	PayloadLength int       `json:"payload_length"`
-	Verified      bool      `json:"verified"`
+	Version       int    `json:"version"`
+	Algorithm     string `json:"algorithm"`
+	KeyID         string `json:"key_id"`
+	IssuedAt      string `json:"issued_at"` // RFC 3339; the year may exceed 9999
+	ExpiresAt     string `json:"expires_at"`
+	IssuedAtUnix  int64  `json:"issued_at_unix"`
+	ExpiresAtUnix int64  `json:"expires_at_unix"`
+	TokenLength   int    `json:"token_length"`
+	PayloadLength int    `json:"payload_length"`
+	Verified      bool   `json:"verified"`
 }
 
 func headerJSON(h seal.Header) inspectOutput {
 	return inspectOutput{
 		Version: int(h.Version), Algorithm: h.Algorithm.String(), KeyID: keyring.FormatID(h.KeyID),
-		IssuedAt: h.IssuedAt, ExpiresAt: h.Expiry, TokenLength: h.TokenLen, PayloadLength: h.PayloadLen,
+		// time.Time's JSON encoding fails past the year 9999, which a
+		// header's 40-bit issued-at reaches; Format does not.
+		IssuedAt: h.IssuedAt.Format(time.RFC3339), ExpiresAt: h.Expiry.Format(time.RFC3339),
+		IssuedAtUnix: h.IssuedAt.Unix(), ExpiresAtUnix: h.Expiry.Unix(),
+		TokenLength: h.TokenLen, PayloadLength: h.PayloadLen,
 	}
 }
 

@@ -35,6 +35,9 @@ func newInit(p *paths) *cobra.Command {
 			if kek == "" {
 				kek = defaultKEK
 			}
+			if err := pol.Validate(); err != nil {
+				return usageError{err}
+			}
 			if _, err := os.Stat(path); err == nil {
 				return fmt.Errorf("%s already exists; not overwriting it", path)
 			}
@@ -44,13 +47,16 @@ func newInit(p *paths) *cobra.Command {
 			}
 			res, err := rotation.Init(cmd.Context(), path, kek, a, pol, &rotation.Options{Logger: quiet})
 			if err != nil {
+				if created != "" {
+					os.Remove(created) // a failed init leaves nothing behind
+				}
 				return p.inFile(err)
 			}
 			w := cmd.OutOrStdout()
 			if created != "" {
 				fmt.Fprintf(w, "created KEK %s (mode 0600): keep it secret, back it up\n", created)
 			}
-			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, path, keyring.FormatID(res.Key), a, kek)
+			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, path, keyring.FormatID(res.Key), a, backends.Redact(kek))
 			return nil
 		},
 	}
@@ -171,13 +177,18 @@ func newPrune(p *paths) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			before, err := keyring.ReadKeysetFile(p.keysetPath())
 			if err != nil {
-				return err
+				return p.inFile(err)
 			}
 			res, err := rotation.Prune(cmd.Context(), p.keysetPath(), p.options())
 			if err != nil {
 				return p.inFile(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pruned %d retired keys; keyset version %d\n", len(before.Keys)-len(res.Keyset.Keys), res.Keyset.Version)
+			n := len(before.Keys) - len(res.Keyset.Keys)
+			if n == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "nothing to prune: no retired key; keyset version %d unchanged\n", res.Keyset.Version)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pruned %d retired keys; keyset version %d\n", n, res.Keyset.Version)
 			return nil
 		},
 	}
@@ -207,10 +218,44 @@ func newRewrap(p *paths) *cobra.Command {
 			if created != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "created KEK %s (mode 0600): keep it secret, back it up\n", created)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rewrapped %d keys under %s; keyset version %d\n", len(res.Keyset.Keys), to, res.Keyset.Version)
+			fmt.Fprintf(cmd.OutOrStdout(), "rewrapped %d keys under %s; keyset version %d\n", len(res.Keyset.Keys), backends.Redact(to), res.Keyset.Version)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "URL of the new KEK (a local file that does not exist is created)")
+	return cmd
+}
+
+func newKEK() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "kek [--out FILE]",
+		Short: "Generate a local KEK: print its value (for local://env/NAME), or write a 0600 file",
+		Long: `kek generates a new local key-encryption key.
+
+Without --out it prints the key's value on standard output, for a secret
+store or an environment variable that the KEK URL local://env/NAME names:
+
+    export STATESEAL_KEK_VALUE="$(sealctl kek)"
+    sealctl --kek local://env/STATESEAL_KEK_VALUE init
+
+With --out it writes the key to a new file, mode 0600, for local:FILE.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				fmt.Fprintln(cmd.OutOrStdout(), backends.NewLocalKey())
+				return nil
+			}
+			if _, err := os.Lstat(out); err == nil {
+				return fmt.Errorf("%s already exists; not overwriting a key", out)
+			}
+			if err := backends.GenerateLocal(out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created KEK %s (mode 0600): keep it secret, back it up\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "write the key to this new file instead of printing it")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
 )
@@ -45,14 +46,14 @@ func newList(p *paths) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ks, err := keyring.ReadKeysetFile(p.keysetPath())
 			if err != nil {
-				return err
+				return p.inFile(err)
 			}
 			out := describe(ks, time.Now())
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), out)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "keyset %s, version %d, KEK %s\n", out.Keyset, out.Version, out.KEK)
+			fmt.Fprintf(w, "keyset %s, version %d, KEK %s (not verified: 'sealctl verify' checks it under the KEK)\n", out.Keyset, out.Version, out.KEK)
 			fmt.Fprintf(w, "policy: propagation delay %s, max TTL %s, skew %s, rotation interval %s\n\n",
 				out.Policy.PropagationDelay, out.Policy.MaxTTL, out.Policy.Skew, out.Policy.RotationInterval)
 			fmt.Fprintln(w, "ID\tALG\tSTATE\tROLE\tCREATED\tACTIVATION\tRETIRE AFTER")
@@ -76,7 +77,7 @@ func newList(p *paths) *cobra.Command {
 }
 
 func describe(ks *keyring.Keyset, now time.Time) listOutput {
-	out := listOutput{Keyset: ks.ID, Version: ks.Version, KEK: ks.KEK, Policy: policyJS{
+	out := listOutput{Keyset: ks.ID, Version: ks.Version, KEK: backends.Redact(ks.KEK), Policy: policyJS{
 		PropagationDelay: ks.Policy.PropagationDelay.String(), MaxTTL: ks.Policy.MaxTTL.String(),
 		Skew: ks.Policy.Skew.String(), RotationInterval: ks.Policy.RotationInterval.String(),
 	}, Keys: []keyRow{}}
@@ -109,13 +110,17 @@ func newVerify(p *paths) *cobra.Command {
 			path := p.keysetPath()
 			ks, err := keyring.ReadKeysetFile(path)
 			if err != nil {
-				return err
+				return p.inFile(err)
 			}
 			kek, err := keyring.OpenKEK(cmd.Context(), ks, path, p.loadOptions())
 			if err != nil {
 				return p.inFile(err)
 			}
 			w := cmd.OutOrStdout()
+			if err := ks.Verify(cmd.Context(), kek); err != nil {
+				return p.inFile(err)
+			}
+			fmt.Fprintf(w, "keyset %s version %d: metadata authenticates under its KEK\n", ks.ID, ks.Version)
 			failed := 0
 			for _, sk := range ks.Keys {
 				k, err := ks.UnwrapKey(cmd.Context(), kek, sk)

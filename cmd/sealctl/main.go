@@ -64,7 +64,7 @@ $STATESEAL_KEYSET and $STATESEAL_KEK, point elsewhere.`,
 	p.register(root)
 	root.AddCommand(newInit(p), newRotate(p), newList(p), newPromote(p), newDemote(p),
 		newRetire(p), newPrune(p), newRewrap(p), newVerify(p),
-		newInspect(), newSealCmd(p), newOpenCmd(p), newDemo())
+		newKEK(), newInspect(), newSealCmd(p), newOpenCmd(p), newDemo())
 	return root
 }
 

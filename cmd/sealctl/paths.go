@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -57,13 +58,17 @@ func (p *paths) loadOptions() *keyring.LoadOptions {
 	return &keyring.LoadOptions{KEK: p.kekURL()}
 }
 
-// inFile names the keyset file in an error, unless it already does.
+// inFile names the keyset file in an error, unless it already does, and
+// says what to do when there is no keyset at all.
 func (p *paths) inFile(err error) error {
 	if err == nil {
 		return nil
 	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
+		if errors.Is(err, fs.ErrNotExist) && pe.Path == p.keysetPath() {
+			return fmt.Errorf("no keyset at %s: create one with 'sealctl init', or name one with --keyset or $%s", pe.Path, envKeyset)
+		}
 		return err
 	}
 	return fmt.Errorf("%s: %w", p.keysetPath(), err)

@@ -5,20 +5,21 @@
 package keysetjson
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Format is the value of the "format" member of every version-1 keyset.
-const Format = "stateseal-keyset-v1"
+// Format is the value of the "format" member of every version-2 keyset.
+// Version 1 had no authentication of its metadata and is not read.
+const Format = "stateseal-keyset-v2"
 
 // Doc is a keyset document as it is stored.
 type Doc struct {
@@ -28,6 +29,7 @@ type Doc struct {
 	KEK     string `json:"kek"`
 	Policy  Policy `json:"policy"`
 	Keys    []Key  `json:"keys"`
+	Auth    Auth   `json:"auth"`
 }
 
 // Policy values are whole seconds.
@@ -49,11 +51,21 @@ type Key struct {
 	Wrapped    string    `json:"wrapped"`
 }
 
+// Auth authenticates the document: Tag is HMAC-SHA256 under the key that
+// Wrapped holds, wrapped by the keyset's KEK. Both are unpadded base64url.
+type Auth struct {
+	Wrapped string `json:"wrapped"`
+	Tag     string `json:"tag"`
+}
+
 // MaxSize bounds a keyset document. A keyset holds a handful of keys; a
 // larger file is a mistake or an attack, and is not read.
 const MaxSize = 1 << 20
 
-// Parse decodes a document strictly.
+// Parse decodes a document strictly: member names match exactly (not case
+// -insensitively, as encoding/json would), and a member given twice,
+// unknown members, invalid UTF-8 and data after the object are errors, so
+// that every JSON reader of the file sees what stateseal sees.
 func Parse(data []byte) (*Doc, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("keyset is %d bytes, over the %d-byte limit", len(data), MaxSize)
@@ -70,26 +82,18 @@ func Parse(data []byte) (*Doc, error) {
 		return nil, errors.New(`keyset has no "format" member`)
 	}
 	if *head.Format != Format {
-		return nil, fmt.Errorf("keyset format %q is not supported (this version reads %q)", *head.Format, Format)
+		return nil, fmt.Errorf("keyset format %q is not supported (this version reads %q; create a new keyset with sealctl init)", *head.Format, Format)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var d Doc
-	if err := dec.Decode(&d); err != nil {
+	if err := json.Unmarshal(data, &d, json.RejectUnknownMembers(true)); err != nil {
 		return nil, fmt.Errorf("keyset: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("keyset has data after its JSON object")
-	}
-	if err := rejectDuplicateMembers(data); err != nil {
-		return nil, err
 	}
 	return &d, nil
 }
 
 // Marshal encodes a document, indented, with a final newline.
 func Marshal(d *Doc) ([]byte, error) {
-	b, err := json.MarshalIndent(d, "", "  ")
+	b, err := json.Marshal(d, jsontext.WithIndent("  "), json.Deterministic(true))
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +109,7 @@ func ParseKeyID(s string) (uint32, error) {
 	return binary.BigEndian.Uint32(b), nil
 }
 
-// ParseWrapped decodes the wrapped data key: unpadded base64url, with no
+// ParseWrapped decodes a wrapped key or a tag: unpadded base64url, with no
 // line breaks (which encoding/base64 would skip).
 func ParseWrapped(s string) ([]byte, error) {
 	if strings.ContainsAny(s, "\r\n") {
@@ -118,49 +122,5 @@ func ParseWrapped(s string) ([]byte, error) {
 	return b, nil
 }
 
-// FormatWrapped encodes a wrapped data key.
+// FormatWrapped encodes a wrapped key or a tag.
 func FormatWrapped(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-// rejectDuplicateMembers walks the document: encoding/json keeps the last of
-// two members with one name, so {"state":"retired","state":"active"} would
-// otherwise read as active.
-func rejectDuplicateMembers(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var walk func() error
-	walk = func() error {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch t {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				name := k.(string)
-				if seen[name] {
-					return fmt.Errorf("keyset has the member %q twice in one object", name)
-				}
-				seen[name] = true
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		}
-		return nil
-	}
-	return walk()
-}

@@ -29,8 +29,21 @@ func TestParseWrapped(t *testing.T) {
 
 func TestParseRejectsDuplicatesAtAnyDepth(t *testing.T) {
 	doc := `{"format":"` + Format + `","id":"ks","version":1,"kek":"local:k","policy":{"max_ttl_seconds":1,"max_ttl_seconds":2},"keys":[]}`
-	if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "twice") {
+	if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "duplicate") {
 		t.Fatalf("nested duplicate: %v", err)
+	}
+	// encoding/json would match "State" to the state field and keep the
+	// last; Python and jq read "state", retired. Names match exactly here.
+	key := `{"id":"0a1b2c3d","algorithm":"aead","state":"retired","State":"active","created":"2026-01-01T00:00:00Z","activation":"2026-01-01T00:00:00Z","wrapped":"AQ"}`
+	doc = `{"format":"` + Format + `","id":"ks","version":1,"kek":"local:k","policy":{},"keys":[` + key + `],"auth":{"wrapped":"AQ","tag":"AQ"}}`
+	if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "State") {
+		t.Fatalf("case-variant duplicate: %v", err)
+	}
+	if _, err := Parse([]byte(strings.Replace(doc, `"state":"retired","State"`, `"State"`, 1))); err == nil {
+		t.Fatal(`"State" alone read as "state"`)
+	}
+	if _, err := Parse([]byte(strings.Replace(doc, `"state":"retired","State":"active",`, `"state":"retired",`, 1))); err != nil {
+		t.Fatalf("the same document without the variant: %v", err)
 	}
 	if _, err := Parse([]byte(strings.Repeat(" ", MaxSize+1))); err == nil {
 		t.Fatal("oversized document accepted")

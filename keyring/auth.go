@@ -1,0 +1,96 @@
+package keyring
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keysetjson"
+)
+
+// ErrUnauthenticated reports a keyset whose metadata does not authenticate
+// under its KEK: it was changed by something that does not hold the KEK
+// (an edit by hand, a tampered file or store entry), or its KEK is not the
+// one that wrote it. Such a keyset does not load and is not edited.
+var ErrUnauthenticated = errors.New("keyring: keyset does not authenticate under its KEK")
+
+// An Auth authenticates a keyset's metadata: Tag is HMAC-SHA256 over the
+// whole keyset (ids, version, KEK URL, policy, every key's algorithm,
+// state, times and wrapped bytes) under a random key that Wrapped holds,
+// wrapped by the keyset's KEK. Without the KEK nobody can recompute it.
+type Auth struct {
+	Wrapped []byte
+	Tag     []byte
+}
+
+// authAD is the associated data of the wrapped authentication key.
+func authAD(keysetID string) []byte {
+	return fmt.Appendf(nil, "%s\x00%s\x00auth", keysetjson.Format, keysetID)
+}
+
+// Authenticate sets ks.Auth under kek, with a fresh authentication key.
+// Every writer calls it last, after its edit: the tag covers the keyset as
+// it will be stored.
+func (ks *Keyset) Authenticate(ctx context.Context, kek backends.KEK) error {
+	key := make([]byte, 32)
+	rand.Read(key)
+	defer clear(key)
+	w, err := kek.Wrap(ctx, key, authAD(ks.ID))
+	if err != nil {
+		return fmt.Errorf("keyring: keyset %s: wrapping the authentication key: %w", ks.ID, err)
+	}
+	ks.Auth = Auth{Wrapped: w}
+	ks.Auth.Tag = ks.tag(key)
+	return nil
+}
+
+// Verify checks ks.Auth under kek. It fails with ErrUnauthenticated when
+// the tag does not match, and with the KEK's error when the
+// authentication key does not unwrap (the wrong KEK).
+func (ks *Keyset) Verify(ctx context.Context, kek backends.KEK) error {
+	key, err := kek.Unwrap(ctx, ks.Auth.Wrapped, authAD(ks.ID))
+	if err != nil {
+		return fmt.Errorf("%w: keyset %s: the authentication key does not unwrap (not the keyset's KEK, or the file was changed): %w", ErrUnauthenticated, ks.ID, err)
+	}
+	defer clear(key)
+	if !hmac.Equal(ks.tag(key), ks.Auth.Tag) {
+		return fmt.Errorf("%w: keyset %s: its contents were changed without the KEK", ErrUnauthenticated, ks.ID)
+	}
+	return nil
+}
+
+// tag is HMAC-SHA256 over an unambiguous encoding of everything in the
+// keyset but the tag itself: each field length-prefixed, times in Unix
+// seconds, durations in seconds.
+func (ks *Keyset) tag(key []byte) []byte {
+	b := appendField(nil, []byte(keysetjson.Format+" auth"))
+	b = appendField(b, []byte(ks.ID))
+	b = binary.BigEndian.AppendUint64(b, ks.Version)
+	b = appendField(b, []byte(ks.KEK))
+	for _, d := range []int64{int64(ks.Policy.PropagationDelay), int64(ks.Policy.MaxTTL), int64(ks.Policy.Skew), int64(ks.Policy.RotationInterval)} {
+		b = binary.BigEndian.AppendUint64(b, uint64(d))
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ks.Keys)))
+	for _, k := range ks.Keys {
+		b = binary.BigEndian.AppendUint32(b, k.ID)
+		b = appendField(b, []byte(k.Algorithm.String()))
+		b = appendField(b, []byte(k.State.String()))
+		b = binary.BigEndian.AppendUint64(b, uint64(k.Created.Unix()))
+		b = binary.BigEndian.AppendUint64(b, uint64(k.Activation.Unix()))
+		b = appendField(b, k.Wrapped)
+	}
+	b = appendField(b, ks.Auth.Wrapped)
+	m := hmac.New(sha256.New, key)
+	m.Write(b)
+	return m.Sum(nil)
+}
+
+func appendField(b, f []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(f)))
+	return append(b, f...)
+}

@@ -1,0 +1,82 @@
+package keyring
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestWriteThroughSymlink: a keyset mounted through symbolic links, as
+// Kubernetes mounts secrets (keyset.json -> ..data/keyset.json, ..data ->
+// a timestamped directory), is edited in place: the link stays, the file
+// it names gets the new version, the lock and temporary file go beside
+// that file, and a relative KEK resolves against its directory.
+func TestWriteThroughSymlink(t *testing.T) {
+	path, ks, kek := newKeysetFile(t, 1) // dir/keyset.json, KEK dir/kek
+	dir := filepath.Dir(path)
+	real := filepath.Join(dir, "..2026_11_30")
+	os.Mkdir(real, 0o755)
+	for _, f := range []string{"keyset.json", "kek"} {
+		if err := os.Rename(filepath.Join(dir, f), filepath.Join(real, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("..2026_11_30", filepath.Join(dir, "..data"))
+	mount := t.TempDir() // the link lives elsewhere, so "local:kek" beside it would not resolve
+	link := filepath.Join(mount, "keyset.json")
+	if err := os.Symlink(filepath.Join(dir, "..data", "keyset.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadFile(ctx, link, nil); err != nil {
+		t.Fatalf("load through the link: %v", err)
+	}
+	next := ks.Clone()
+	next.Version = 2
+	if err := writeAuth(t, link, next, kek); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", fi.Mode(), err)
+	}
+	got, err := ReadKeysetFile(filepath.Join(real, "keyset.json"))
+	if err != nil || got.Version != 2 {
+		t.Fatalf("the real file: %v, version %d", err, got.Version)
+	}
+	if _, err := os.Stat(filepath.Join(real, "keyset.json.lock")); err != nil {
+		t.Errorf("no lock beside the real file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(mount, "keyset.json.lock")); err == nil {
+		t.Error("a lock beside the link")
+	}
+	if _, _, err := LoadFile(ctx, link, nil); err != nil {
+		t.Fatalf("load through the link after the edit: %v", err)
+	}
+}
+
+// TestWriteKeepsModeAndOwner: an edit keeps the file's mode, owner and
+// group, so a server running as another user keeps reading it.
+func TestWriteKeepsModeAndOwner(t *testing.T) {
+	path, ks, kek := newKeysetFile(t, 1)
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("new keyset mode %v, want 0600", fi.Mode().Perm())
+	}
+	os.Chmod(path, 0o640)
+	uid, gid := os.Getuid(), os.Getgid()
+	if os.Getuid() == 0 {
+		uid, gid = 4242, 4343 // root can give the file away; check both are kept
+		if err := os.Chown(path, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := ks.Clone()
+	next.Version = 2
+	if err := writeAuth(t, path, next, kek); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(path)
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Perm() != 0o640 || int(st.Uid) != uid || int(st.Gid) != gid {
+		t.Fatalf("after an edit: mode %v uid %d gid %d; want 0640 %d %d", fi.Mode().Perm(), st.Uid, st.Gid, uid, gid)
+	}
+}
