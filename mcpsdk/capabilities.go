@@ -11,9 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A capabilityRequest is a server request that knows its client's
-// declared capabilities, such as *mcp.CallToolRequest.
-type capabilityRequest interface {
+// A CapabilityRequest is a server request that knows the capabilities its
+// client declared with it: *mcp.CallToolRequest, *mcp.GetPromptRequest and
+// *mcp.ReadResourceRequest are.
+type CapabilityRequest interface {
 	ClientCapabilities() *mcp.ClientCapabilities
 }
 
@@ -21,9 +22,10 @@ type capabilityRequest interface {
 // request, every capability need sets (elicitation, sampling, roots).
 // Otherwise it returns the error a handler returns as is: JSON-RPC
 // -32021 (MissingRequiredClientCapability) with data.requiredCapabilities
-// set to need, as SEP-2575 specifies. A server must not send an input
-// request the client did not declare.
-func RequireClientCapabilities(req capabilityRequest, need *mcp.ClientCapabilities) error {
+// listing the capabilities need sets, and only those, as SEP-2575
+// specifies. A server must not send an input request the client did not
+// declare.
+func RequireClientCapabilities(req CapabilityRequest, need *mcp.ClientCapabilities) error {
 	have := req.ClientCapabilities()
 	if have == nil {
 		have = &mcp.ClientCapabilities{}
@@ -41,7 +43,7 @@ func RequireClientCapabilities(req capabilityRequest, need *mcp.ClientCapabiliti
 	if len(missing) == 0 {
 		return nil
 	}
-	data, err := json.Marshal(mcp.MissingRequiredClientCapabilityData{RequiredCapabilities: need})
+	data, err := json.Marshal(map[string]any{"requiredCapabilities": required(need)})
 	if err != nil {
 		return err
 	}
@@ -56,4 +58,24 @@ func RequireClientCapabilities(req capabilityRequest, need *mcp.ClientCapabiliti
 // (even without listChanged) counts.
 func HasRoots(caps *mcp.ClientCapabilities) bool {
 	return caps != nil && (caps.RootsV2 != nil || caps.Roots.ListChanged)
+}
+
+// required is need as JSON, with only the capabilities it sets: encoding
+// *mcp.ClientCapabilities itself always writes "roots":{}, which would
+// tell a client that declared roots that it lacks them.
+func required(need *mcp.ClientCapabilities) map[string]any {
+	out := map[string]any{}
+	if need.Elicitation != nil {
+		out["elicitation"] = need.Elicitation
+	}
+	if need.Sampling != nil {
+		out["sampling"] = need.Sampling
+	}
+	switch {
+	case need.RootsV2 != nil:
+		out["roots"] = need.RootsV2
+	case need.Roots.ListChanged:
+		out["roots"] = need.Roots
+	}
+	return out
 }

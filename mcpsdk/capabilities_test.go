@@ -39,6 +39,13 @@ func TestRequireClientCapabilities(t *testing.T) {
 			t.Fatalf("%s: data %s", name, je.Data)
 		}
 	}
+	// A tool that needs sampling alone: the data lists sampling alone, not
+	// the "roots":{} that encoding mcp.ClientCapabilities always adds.
+	err := mcpsdk.RequireClientCapabilities(declared{nil}, &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || string(je.Data) != `{"requiredCapabilities":{"sampling":{}}}` {
+		t.Fatalf("sampling alone: %v, data %s", err, je.Data)
+	}
 	roots := &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}}
 	if err := mcpsdk.RequireClientCapabilities(declared{&mcp.ClientCapabilities{}}, roots); err == nil {
 		t.Fatal("roots not declared, yet accepted")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
+	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
 )
 
@@ -40,13 +41,13 @@ func TestSealFailure(t *testing.T) {
 	snap, _ := keyring.NewSnapshot([]keyring.Key{k})
 	ring, _ := keyring.NewRing(snap)
 	s, _ := seal.New(ring)
-	mw, err := mcpsdk.Middleware(s, nil)
+	a, err := mcpsdk.New(s, &mcpsdk.Options{Options: mrtr.Options{Audience: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFixture(t)
 	server := mcp.NewServer(&mcp.Implementation{Name: "f", Version: "1"}, nil)
-	server.AddReceivingMiddleware(mw)
+	server.AddReceivingMiddleware(a.Middleware())
 	mcp.AddTool(server, &mcp.Tool{Name: "book"}, f.confirm)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	defer ts.Close()
@@ -58,5 +59,19 @@ func TestSealFailure(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "c-4711") {
 		t.Fatal("the plaintext state reached the client")
+	}
+}
+
+// TestUnauthenticatedCarriesNoState: without AllowAnonymous, a request
+// with no principal cannot carry state, so a server that forgot to bind
+// its users fails loudly instead of letting one user's state replay for
+// another. The plaintext never reaches the client.
+func TestUnauthenticatedCarriesNoState(t *testing.T) {
+	f := newFixture(t)
+	cs := connect(t, f.serve(t), "", true)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "book", Arguments: map[string]any{"flight": "LH123"}})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError || je.Message != "cannot seal requestState" {
+		t.Fatalf("unauthenticated first round: %v %+v", err, res)
 	}
 }

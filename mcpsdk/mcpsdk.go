@@ -1,12 +1,19 @@
 // Package mcpsdk seals MCP request state in servers built with
 // github.com/modelcontextprotocol/go-sdk.
 //
-// Add the middleware to a server, and handlers keep working with plaintext
-// RequestState while clients only ever see sealed tokens:
+// Create an Adapter with New and add its middleware to a server; handlers
+// keep working with plaintext RequestState while clients only ever see
+// sealed tokens:
 //
-//	mw, err := mcpsdk.Middleware(sealer, nil)
+//	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{Audience: "https://mcp.example.com"}})
 //	if err != nil { ... }
-//	server.AddReceivingMiddleware(mw)
+//	server.AddReceivingMiddleware(a.Middleware())
+//	handler := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})
+//
+// Serve it stateless. Over a stateful streamable HTTP handler the go-sdk
+// answers a handler's input_required itself, through its own in-process
+// bridge, and the state never reaches a client: the middleware then seals
+// nothing, and says nothing either.
 //
 // For tools/call, prompts/get and resources/read, the middleware opens the
 // requestState a client sends back before the handler runs, and seals the
@@ -38,11 +45,14 @@ import (
 	"github.com/stateseal/stateseal/seal"
 )
 
-// Options configure the middleware. A nil *Options is the zero value.
+// Options configure the middleware. Options.Audience is required; a
+// request with no principal carries no state unless
+// Options.AllowAnonymous is set (see mrtr.Options).
 type Options struct {
 	mrtr.Options
 	// Principal returns the authenticated caller of a request; nil means
-	// the user id of Extra.TokenInfo, or "" for unauthenticated requests.
+	// the user id of Extra.TokenInfo, which is "" for unauthenticated
+	// requests.
 	Principal func(ctx context.Context, req mcp.Request) string
 	// Session returns an application session or conversation id to bind,
 	// or ""; nil means none.
@@ -51,9 +61,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Middleware returns the receiving middleware that seals and opens
-// requestState with s.
-func Middleware(s *seal.Sealer, o *Options) (mcp.Middleware, error) {
+// An Adapter holds the middleware for one server.
+type Adapter struct {
+	m *mrtr.Sealer
+	o Options
+}
+
+// New returns an adapter sealing with s. It fails if o is nil or names no
+// audience: see mrtr.Options.
+func New(s *seal.Sealer, o *Options) (*Adapter, error) {
 	if o == nil {
 		o = &Options{}
 	}
@@ -61,17 +77,23 @@ func Middleware(s *seal.Sealer, o *Options) (mcp.Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	return &Adapter{m: m, o: *o}, nil
+}
+
+// Middleware returns the receiving middleware that opens and seals
+// requestState.
+func (a *Adapter) Middleware() mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			r, state, ok := describe(method, req)
 			if !ok {
 				return next(ctx, method, req)
 			}
-			r.Principal = principal(ctx, req, o)
-			if o.Session != nil {
-				r.Session = o.Session(ctx, req)
+			r.Principal = principal(ctx, req, &a.o)
+			if a.o.Session != nil {
+				r.Session = a.o.Session(ctx, req)
 			}
-			call := m.Call(r) // digests the arguments at most once
+			call := a.m.Call(r) // digests the arguments at most once
 			if *state != "" {
 				plain, err := call.Open(*state)
 				if err != nil {
@@ -86,7 +108,7 @@ func Middleware(s *seal.Sealer, o *Options) (mcp.Middleware, error) {
 			if out := resultState(res); out != nil && *out != "" {
 				tok, err := call.Seal(*out)
 				if err != nil {
-					logger(o).Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", r.Target, "err", err)
+					logger(&a.o).Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", r.Target, "err", err)
 					*out = "" // the plaintext must not reach the client
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot seal requestState"}
 				}
@@ -94,7 +116,7 @@ func Middleware(s *seal.Sealer, o *Options) (mcp.Middleware, error) {
 			}
 			return res, nil
 		}
-	}, nil
+	}
 }
 
 // describe returns the binding of a request that may carry state, and a

@@ -55,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := mcpsdk.Middleware(s, &mcpsdk.Options{
+	a, err := mcpsdk.New(s, &mcpsdk.Options{
 		Options: mrtr.Options{Audience: "test", DefaultTTL: 5 * time.Minute, Metrics: f.metrics},
 		// The tests authenticate by header; production uses TokenInfo.
 		Principal: func(_ context.Context, req mcp.Request) string {
@@ -69,7 +69,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1"}, nil)
-	f.server.AddReceivingMiddleware(mw)
+	f.server.AddReceivingMiddleware(a.Middleware())
 	for _, name := range []string{"book", "cancel"} {
 		mcp.AddTool(f.server, &mcp.Tool{Name: name}, f.confirm)
 	}

@@ -32,7 +32,7 @@ func TestRejectionIgnoresArguments(t *testing.T) {
 		{unknown, seal.ErrUnknownKey},
 		{strings.Repeat("A", seal.DefaultMaxTokenLen+1), seal.ErrTooLarge},
 	} {
-		r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "no-such-tool", Arguments: big}
+		r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "no-such-tool", Principal: "p", Arguments: big}
 		allocated := allocatedBy(func() {
 			if _, err := m.Open(r, tc.token); !errors.Is(err, tc.want) {
 				t.Errorf("Open(%.10q...) = %v, want %v", tc.token, err, tc.want)

@@ -29,11 +29,20 @@ const (
 	MethodReadResource = "resources/read"
 )
 
-// Options configure a Sealer. The zero value is usable.
+// Options configure a Sealer. Audience is required.
 type Options struct {
-	// Audience names this server or deployment; it is bound into every
-	// token so that one cannot move to another service sharing the keyset.
+	// Audience names this server or deployment, such as its URL; it is
+	// bound into every token so that one cannot move to another service
+	// sharing the keyset. New refuses an empty Audience.
 	Audience string
+	// AllowAnonymous lets requests without a principal carry state. Such
+	// a state is bound to no user: any client that obtains it can use it
+	// for the same tool and arguments. Off, a request without a principal
+	// cannot carry state (ErrNoPrincipal): a server that forgot to pass
+	// its authenticated user fails loudly instead of letting one user's
+	// state replay for another. Set it only for a server without user
+	// authentication whose tools act the same for every caller.
+	AllowAnonymous bool
 	// DefaultTTL is the lifetime of a sealed state; 0 means the seal
 	// package's default (10 minutes). The keyset's maximum TTL caps it.
 	DefaultTTL time.Duration
@@ -75,6 +84,9 @@ func New(s *seal.Sealer, o Options) (*Sealer, error) {
 	if s == nil {
 		return nil, errors.New("mrtr: nil seal.Sealer")
 	}
+	if o.Audience == "" {
+		return nil, errors.New("mrtr: Options.Audience is empty; name this server or deployment (its URL, say) so its states cannot move to another service that shares the keyset")
+	}
 	for target, ttl := range o.TTL {
 		if ttl < 0 {
 			return nil, fmt.Errorf("mrtr: negative TTL for %q", target)
@@ -87,6 +99,10 @@ func New(s *seal.Sealer, o Options) (*Sealer, error) {
 	return &Sealer{s: s, o: o, metrics: m}, nil
 }
 
+// ErrNoPrincipal reports a request without a principal, on a Sealer whose
+// Options do not AllowAnonymous.
+var ErrNoPrincipal = errors.New("mrtr: request has no principal; bind the authenticated user, or set Options.AllowAnonymous")
+
 // ErrArguments reports arguments that cannot be digested (see
 // seal.ArgsOptions.Digest for the rules). It wraps seal.ErrArguments.
 var ErrArguments = seal.ErrArguments
@@ -96,11 +112,12 @@ var ErrArguments = seal.ErrArguments
 // binding. The arguments are digested once, on first use, however many
 // states the call opens and seals. A Call is not safe for concurrent use.
 type Call struct {
-	m    *Sealer
-	r    Request
-	b    seal.Binding
-	err  error
-	done bool
+	m      *Sealer
+	r      Request
+	b      seal.Binding
+	err    error
+	done   bool
+	digest [32]byte // b.ArgsDigest's array: one allocation for the Call and its digest
 }
 
 // Call returns the Call for r.
@@ -109,7 +126,11 @@ func (m *Sealer) Call(r Request) *Call { return &Call{m: m, r: r} }
 func (c *Call) binding() (seal.Binding, error) {
 	if !c.done {
 		c.done = true
-		d, err := c.m.o.Args.Digest(c.r.Arguments)
+		if c.r.Principal == "" && !c.m.o.AllowAnonymous {
+			c.err = ErrNoPrincipal
+			return c.b, c.err
+		}
+		d, err := c.m.o.Args.AppendDigest(c.digest[:0], c.r.Arguments)
 		if err != nil {
 			c.err = err
 		} else {

@@ -2,6 +2,7 @@ package mrtr_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,9 @@ func newSealer(t *testing.T, o mrtr.Options) (*mrtr.Sealer, *mrtr.Counters) {
 	s, _ := seal.New(ring)
 	c := &mrtr.Counters{}
 	o.Metrics = c
+	if o.Audience == "" {
+		o.Audience = "test"
+	}
 	m, err := mrtr.New(s, o)
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +73,11 @@ func TestNewRejects(t *testing.T) {
 	}
 	ring, _ := keyring.Generate(keyring.MAC)
 	s, _ := seal.New(ring)
-	if _, err := mrtr.New(s, mrtr.Options{TTL: map[string]time.Duration{"t": -1}}); err == nil {
+	if _, err := mrtr.New(s, mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"t": -1}}); err == nil {
 		t.Fatal("negative TTL accepted")
+	}
+	if _, err := mrtr.New(s, mrtr.Options{}); err == nil || !strings.Contains(err.Error(), "Audience") {
+		t.Fatalf("no audience: %v", err)
 	}
 }
 
@@ -78,7 +85,7 @@ func TestNewRejects(t *testing.T) {
 // the same binding, as a multi-round handler's middleware does.
 func TestCall(t *testing.T) {
 	m, c := newSealer(t, mrtr.Options{})
-	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Arguments: []byte(`{"a":1}`)}
+	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Principal: "p", Arguments: []byte(`{"a":1}`)}
 	first, _ := m.Seal(r, "round=1")
 	call := m.Call(r)
 	if got, err := call.Open(first); err != nil || got != "round=1" {
@@ -91,7 +98,7 @@ func TestCall(t *testing.T) {
 	if got, _ := m.Open(r, next); got != "round=2" {
 		t.Fatalf("next round opens to %q", got)
 	}
-	bad := m.Call(mrtr.Request{Arguments: []byte(`{"a":1,"a":2}`)})
+	bad := m.Call(mrtr.Request{Principal: "p", Arguments: []byte(`{"a":1,"a":2}`)})
 	if _, err := bad.Open(first); !errors.Is(err, mrtr.ErrArguments) {
 		t.Fatalf("Open with duplicate names: %v", err)
 	}
@@ -100,5 +107,33 @@ func TestCall(t *testing.T) {
 	}
 	if v := c.Values(); v.Sealed != 2 || v.Opened != 2 || v.Rejected["invalid"] != 1 {
 		t.Fatalf("counters %+v", v)
+	}
+}
+
+// TestAnonymous: a request without a principal carries no state unless the
+// server chose AllowAnonymous, so forgetting to pass the authenticated
+// user cannot let one user's state replay for another.
+func TestAnonymous(t *testing.T) {
+	m, _ := newSealer(t, mrtr.Options{})
+	anon := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Arguments: []byte(`{}`)}
+	if _, err := m.Seal(anon, "s"); !errors.Is(err, mrtr.ErrNoPrincipal) {
+		t.Fatalf("sealed for no principal: %v", err)
+	}
+	alice := anon
+	alice.Principal = "alice"
+	tok, err := m.Seal(alice, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Open(anon, tok); !errors.Is(err, mrtr.ErrNoPrincipal) {
+		t.Fatalf("opened for no principal: %v", err)
+	}
+	open, _ := newSealer(t, mrtr.Options{AllowAnonymous: true})
+	tok, err = open.Seal(anon, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := open.Open(anon, tok); err != nil || got != "s" {
+		t.Fatalf("AllowAnonymous: %q, %v", got, err)
 	}
 }

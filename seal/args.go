@@ -54,11 +54,17 @@ func ArgsDigest(args []byte) ([]byte, error) { return ArgsOptions{}.Digest(args)
 // (9007199254740993, which a double rounds, but not 1.0 or 1e2). Input
 // longer than MaxBytes or nested deeper than MaxDepth is refused too.
 func (o ArgsOptions) Digest(args []byte) ([]byte, error) {
+	return o.AppendDigest(nil, args)
+}
+
+// AppendDigest is Digest appending the 32-byte digest to dst. With enough
+// capacity in dst it allocates nothing for the result.
+func (o ArgsOptions) AppendDigest(dst, args []byte) ([]byte, error) {
 	sum, err := o.sum(args)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	return sum[:], nil
+	return append(dst, sum[:]...), nil
 }
 
 func (o ArgsOptions) sum(args []byte) (sum [sha256.Size]byte, err error) {

@@ -93,8 +93,12 @@ func newHandler(ring *keyring.Ring, audience string) (http.Handler, error) {
 	}
 	server, err := newServer(sealer, &mcpsdk.Options{Options: mrtr.Options{
 		Audience: audience,
-		TTL:      map[string]time.Duration{"test_input_required_result_multi_round": 15 * time.Minute},
-		Metrics:  mrtr.SlogMetrics(slog.Default()),
+		// The conformance suite's client does not authenticate, so its
+		// states are bound to no user. A server with users leaves this off
+		// and binds each state to its caller (Extra.TokenInfo.UserID).
+		AllowAnonymous: true,
+		TTL:            map[string]time.Duration{"test_input_required_result_multi_round": 15 * time.Minute},
+		Metrics:        mrtr.SlogMetrics(slog.Default()),
 	}})
 	if err != nil {
 		return nil, err
@@ -109,11 +113,11 @@ func newHandler(ring *keyring.Ring, audience string) (http.Handler, error) {
 // conformance fixtures.
 func newServer(sealer *seal.Sealer, o *mcpsdk.Options) (*mcp.Server, error) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "stateseal-example", Version: "1.0.0"}, nil)
-	mw, err := mcpsdk.Middleware(sealer, o)
+	a, err := mcpsdk.New(sealer, o)
 	if err != nil {
 		return nil, fmt.Errorf("stateseal middleware: %w", err)
 	}
-	server.AddReceivingMiddleware(mw)
+	server.AddReceivingMiddleware(a.Middleware())
 	addFixtures(server)
 	return server, nil
 }
