@@ -73,9 +73,9 @@ func WithSkew(d time.Duration) Option {
 	}
 }
 
-// WithMaxTokenLen bounds the length of a token in characters. Open rejects
-// longer input before decoding it, and Seal refuses payloads that would
-// exceed it.
+// WithMaxTokenLen bounds the length of a token in bytes (a token is
+// ASCII; any other byte makes it malformed). Open rejects longer input
+// before decoding it, and Seal refuses payloads that would exceed it.
 func WithMaxTokenLen(n int) Option {
 	return func(c *config) error {
 		if n < envelope.EncodedLen(envelope.Overhead(envelope.VersionAEAD)) {

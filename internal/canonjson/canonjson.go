@@ -27,6 +27,7 @@ var (
 	ErrTooLarge  = errors.New("arguments exceed the size limit")
 	ErrTooDeep   = errors.New("arguments exceed the nesting limit")
 	ErrSyntax    = errors.New("arguments are not valid JSON")
+	ErrDuplicate = errors.New("arguments have a member name twice in one object")
 	ErrNotObject = errors.New("arguments are not a JSON object")
 	ErrFolded    = errors.New("arguments have member names equal under case folding")
 	ErrNumber    = errors.New("arguments have a number a double cannot hold exactly")
@@ -50,6 +51,9 @@ var canonical = []jsontext.Options{
 // leaving out the top-level members named in exclude. Input that is empty,
 // JSON whitespace only, or null is the empty object.
 func Append(dst, args []byte, lim Limits, exclude []string) ([]byte, error) {
+	if Mutations != 0 {
+		return appendMutated(dst, args, lim, exclude)
+	}
 	if len(args) > lim.MaxBytes {
 		return dst, fmt.Errorf("%w: %d bytes, over %d", ErrTooLarge, len(args), lim.MaxBytes)
 	}
@@ -59,6 +63,10 @@ func Append(dst, args []byte, lim Limits, exclude []string) ([]byte, error) {
 	if len(args) == 0 || string(args) == "null" {
 		return append(dst, "{}"...), nil
 	}
+	return appendObject(dst, args, lim, exclude)
+}
+
+func appendObject(dst, args []byte, lim Limits, exclude []string) ([]byte, error) {
 	if args[0] != '{' {
 		return dst, ErrNotObject
 	}
@@ -72,9 +80,16 @@ func Append(dst, args []byte, lim Limits, exclude []string) ([]byte, error) {
 	if kept != nil {
 		src = kept
 	}
-	out, err := jsontext.AppendFormat(dst, src, canonical...)
+	opts := canonical
+	if Mutations != 0 {
+		opts = append(decoderOptions(), canonical...)
+	}
+	out, err := jsontext.AppendFormat(dst, src, opts...)
 	if err != nil {
 		return dst, fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	if mutated(MutExcludeAtAnyDepth) {
+		out = append(dst, stripDeep(out[len(dst):], exclude)...)
 	}
 	return out, nil
 }
@@ -108,7 +123,11 @@ var seed = maphash.MakeSeed()
 // rebuilt without it; otherwise nil.
 func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error) {
 	w.rd = *bytes.NewBuffer(args)
-	w.dec.Reset(&w.rd)
+	if Mutations != 0 {
+		w.dec.Reset(&w.rd, decoderOptions()...)
+	} else {
+		w.dec.Reset(&w.rd)
+	}
 	defer func() { // keep no reference to args in the pool
 		w.rd = bytes.Buffer{}
 		w.dec.Reset(&w.rd)
@@ -125,7 +144,7 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 			if _, err := d.ReadToken(); err != nil {
 				return nil, w.syntax(err)
 			}
-			if d.StackDepth() > lim.MaxDepth {
+			if d.StackDepth()-mutDepth() > lim.MaxDepth && !mutated(MutNoDepthLimit) {
 				return nil, fmt.Errorf("%w: deeper than %d at %s", ErrTooDeep, lim.MaxDepth, d.StackPointer())
 			}
 			w.frames = append(w.frames, len(w.ents))
@@ -135,7 +154,7 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 			}
 			start := w.frames[len(w.frames)-1]
 			w.frames = w.frames[:len(w.frames)-1]
-			if kind == '}' {
+			if kind == '}' && !mutated(MutNoFoldCheck) {
 				if err := w.closeObject(start); err != nil {
 					return nil, err
 				}
@@ -164,7 +183,7 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 			if err != nil {
 				return nil, w.syntax(err)
 			}
-			if err := w.number(v); err != nil {
+			if err := w.number(v); err != nil && !mutated(MutNoNumberCheck) {
 				return nil, fmt.Errorf("%w: %s at %s", err, v, d.StackPointer())
 			}
 		default: // literals, and the invalid kind, whose error ReadValue returns
@@ -191,6 +210,9 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 }
 
 func (w *walker) syntax(err error) error {
+	if errors.Is(err, jsontext.ErrDuplicateName) {
+		return fmt.Errorf("%w: %v", ErrDuplicate, err)
+	}
 	return fmt.Errorf("%w: %v", ErrSyntax, err)
 }
 
@@ -201,6 +223,13 @@ func (w *walker) name(quoted []byte, depth int, exclude []string) (skip bool, er
 	if err != nil {
 		return false, w.syntax(err)
 	}
+	// Every name counts for the folding rule, those left out too: with
+	// "_meta" and "_Meta" both present, a reader folding names would see
+	// one member where the digest keeps the other.
+	if Mutations != 0 {
+		return w.mutatedName(quoted, depth, exclude)
+	}
+	w.addName(w.tmp)
 	if depth == 1 {
 		end := w.dec.InputOffset()
 		w.spans = append(w.spans, span{start: end - int64(len(quoted)), end: -1})
@@ -208,11 +237,18 @@ func (w *walker) name(quoted []byte, depth int, exclude []string) (skip bool, er
 			return true, nil
 		}
 	}
+	return false, nil
+}
+
+func (w *walker) addName(name []byte) {
 	off := len(w.names)
-	w.names = appendFolded(w.names, w.tmp)
+	if Mutations != 0 {
+		w.names = mutatedFold(w.names, name)
+	} else {
+		w.names = appendFolded(w.names, name)
+	}
 	folded := w.names[off:]
 	w.ents = append(w.ents, entry{h: maphash.Bytes(seed, folded), off: off, n: len(folded)})
-	return false, nil
 }
 
 // closeObject checks the names of the object whose entries start at start,

@@ -52,8 +52,8 @@ func TestRefuses(t *testing.T) {
 		{`{"a":{"b":[{"key":1,"KEY":2}]}}`, ErrFolded},
 		{`{"k":1,"\u212a":2}`, ErrFolded}, // KELVIN SIGN folds with k
 		{`{"ſ":1,"S":2}`, ErrFolded},      // LATIN SMALL LETTER LONG S folds with s
-		{`{"a":1,"a":2}`, ErrSyntax},
-		{`{"a":1,"\u0061":2}`, ErrSyntax},
+		{`{"a":1,"a":2}`, ErrDuplicate},
+		{`{"a":1,"\u0061":2}`, ErrDuplicate},
 		{`{"n":9007199254740993}`, ErrNumber},
 		{`{"n":-9007199254740993}`, ErrNumber},
 		{`{"n":12345678901234567890}`, ErrNumber},
@@ -74,8 +74,8 @@ func TestRefuses(t *testing.T) {
 		{"{}\f", ErrSyntax},
 		{`{"a":01}`, ErrSyntax},
 		{`{"a":NaN}`, ErrSyntax},
-		{`{"_meta":1,"_meta":2}`, ErrSyntax},
-		{`{"_meta":{"a":1,"a":2}}`, ErrSyntax},
+		{`{"_meta":1,"_meta":2}`, ErrDuplicate},
+		{`{"_meta":{"a":1,"a":2}}`, ErrDuplicate},
 	} {
 		_, err := Append(nil, []byte(c.in), lim, exclude)
 		if !errors.Is(err, c.want) {

@@ -17,6 +17,9 @@ func (w *walker) number(text []byte) error {
 	if isShortInt(text) {
 		return nil // up to 15 digits: a double holds every such integer
 	}
+	if mutated(MutIntegerNumberCheck) && bytes.ContainsAny(text, ".eE") {
+		return nil
+	}
 	// The string aliases text only for the call; ParseFloat keeps it in
 	// its error, which is dropped.
 	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)

@@ -1,0 +1,190 @@
+package seal
+
+import (
+	"encoding/hex"
+	"errors"
+	"testing"
+
+	"github.com/stateseal/stateseal/internal/canonjson"
+)
+
+// An argsVector pins one rule of the argument digest (docs/FORMAT.md).
+type argsVector struct {
+	Name     string  `json:"name"`
+	Comment  string  `json:"comment"`
+	Input    *string `json:"input,omitempty"`     // the arguments, as text
+	InputHex string  `json:"input_hex,omitempty"` // or as bytes, when not valid UTF-8
+	MaxBytes int     `json:"max_args_bytes"`
+	MaxDepth int     `json:"max_args_depth"`
+	// Canonical and Digest (hex) for accepted input; Refused names the
+	// rule that refuses it.
+	Canonical *string `json:"canonical"`
+	Digest    string  `json:"digest,omitempty"`
+	Refused   string  `json:"refused,omitempty"`
+}
+
+// refusals maps the names vectors use for refusals to their errors.
+var refusals = map[string]error{
+	"size": canonjson.ErrTooLarge, "not_object": canonjson.ErrNotObject, "syntax": canonjson.ErrSyntax,
+	"depth": canonjson.ErrTooDeep, "duplicate_name": canonjson.ErrDuplicate,
+	"case_fold": canonjson.ErrFolded, "number": canonjson.ErrNumber,
+}
+
+func (v *argsVector) input(t *testing.T) []byte {
+	if v.Input != nil {
+		return []byte(*v.Input)
+	}
+	return unhex(t, v.InputHex)
+}
+
+func (v *argsVector) options() ArgsOptions {
+	return ArgsOptions{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}
+}
+
+// run digests the vector's input and reports whether the result is the
+// one the vector expects, and what it got.
+func (v *argsVector) run(t *testing.T) (ok bool, got string) {
+	in := v.input(t)
+	canon, err := canonjson.Append(nil, in, canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}, excludedArgs)
+	d, derr := v.options().Digest(in)
+	if (err == nil) != (derr == nil) {
+		t.Fatalf("%s: canonjson.Append and Digest disagree: %v, %v", v.Name, err, derr)
+	}
+	if v.Refused != "" {
+		return errors.Is(err, refusals[v.Refused]), "error " + errString(err)
+	}
+	if err != nil {
+		return false, "error " + err.Error()
+	}
+	return v.Canonical != nil && string(canon) == *v.Canonical && hex.EncodeToString(d) == v.Digest, string(canon)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+func TestArgsVectors(t *testing.T) {
+	vf := readVectors(t)
+	if len(vf.ArgsVectors) < 40 {
+		t.Fatalf("%d argument vectors, want at least 40", len(vf.ArgsVectors))
+	}
+	for _, v := range vf.ArgsVectors {
+		if _, known := refusals[v.Refused]; v.Refused != "" && !known {
+			t.Errorf("%s: unknown refusal %q", v.Name, v.Refused)
+		}
+		if ok, got := v.run(t); !ok {
+			t.Errorf("%s: got %s; want canonical %v refused %q", v.Name, got, deref(v.Canonical), v.Refused)
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+// av builds an argument vector from the implementation itself; TestArgsVectors
+// then holds it to what it says.
+func av(t *testing.T, name, comment, input string, edit ...func(*argsVector)) argsVector {
+	v := argsVector{Name: name, Comment: comment, Input: &input, MaxBytes: DefaultMaxArgsBytes, MaxDepth: DefaultMaxArgsDepth}
+	for _, e := range edit {
+		e(&v)
+	}
+	in := v.input(t)
+	canon, err := canonjson.Append(nil, in, canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}, excludedArgs)
+	if err != nil {
+		for r, e := range refusals {
+			if errors.Is(err, e) {
+				v.Refused = r
+			}
+		}
+		if v.Refused == "" {
+			t.Fatalf("%s: unnamed refusal %v", name, err)
+		}
+		return v
+	}
+	c := string(canon)
+	v.Canonical = &c
+	d, _ := v.options().Digest(in)
+	v.Digest = hex.EncodeToString(d)
+	return v
+}
+
+func bounds(bytes, depth int) func(*argsVector) {
+	return func(v *argsVector) { v.MaxBytes, v.MaxDepth = bytes, depth }
+}
+
+func asHex(v *argsVector) { v.InputHex, v.Input = hex.EncodeToString([]byte(*v.Input)), nil }
+
+func argsVectors(t *testing.T) []argsVector {
+	return []argsVector{
+		av(t, "typical", "a tool call's arguments, reordered, with whitespace", ` { "to" : "LIS", "from":"BER", "passengers": 2 } `),
+		// Rule 1: size.
+		av(t, "size-at-limit", "10 bytes under a 10-byte limit", `{"a":"12"}`, bounds(10, 64)),
+		av(t, "size-over-limit", "11 bytes over a 10-byte limit", `{"a":"123"}`, bounds(10, 64)),
+		av(t, "size-counts-whitespace", "9 bytes of object and 2 of whitespace over a 10-byte limit: the size is taken before trimming", ` {"a":"1"} `, bounds(10, 64)),
+		// Rule 2: whitespace and empty input.
+		av(t, "empty", "no bytes at all: the empty object", ``),
+		av(t, "whitespace-only", "JSON whitespace only: the empty object", " \t\r\n"),
+		av(t, "null", "null: the empty object", `null`),
+		av(t, "null-in-whitespace", "null between JSON whitespace: the empty object", " null\n"),
+		av(t, "byte-order-mark", "a UTF-8 byte-order mark is not JSON whitespace", "\ufeff{}"),
+		av(t, "vertical-tab", "\\v is not JSON whitespace", "\v{}"),
+		av(t, "no-break-space", "U+00A0 is not JSON whitespace", "\u00a0{}"),
+		av(t, "form-feed-after", "\\f after the object is not JSON whitespace", "{}\f"),
+		// Rule 3: an object.
+		av(t, "array", "an array is not an arguments object", `[1,2]`),
+		av(t, "string", "a string is not an arguments object", `"x"`),
+		av(t, "number", "a number is not an arguments object", `1`),
+		av(t, "true", "true is not an arguments object", `true`),
+		// Rule 4: valid JSON, once.
+		av(t, "trailing-object", "a second value after the object", `{"a":1} {}`),
+		av(t, "trailing-garbage", "data after the object", `{"a":1}x`),
+		av(t, "unterminated", "an object that does not end", `{"a":`),
+		av(t, "leading-zero", "01 is not a JSON number", `{"a":01}`),
+		av(t, "nan", "NaN is not JSON", `{"a":NaN}`),
+		av(t, "invalid-utf8", "a 0xff byte in a string", "{\"a\":\"\xff\"}", asHex),
+		av(t, "lone-high-surrogate", "an escaped high surrogate with no low one", `{"a":"\ud800"}`),
+		av(t, "lone-low-surrogate", "an escaped low surrogate with no high one", `{"a":"\udc00x"}`),
+		av(t, "surrogate-pair", "an escaped surrogate pair is one character", `{"a":"\ud83d\ude00"}`),
+		// Rule 5: depth.
+		av(t, "depth-at-limit", "three levels under a limit of 3: the object, an object, an array", `{"a":{"b":[1]}}`, bounds(1<<20, 3)),
+		av(t, "depth-over-limit", "four levels over a limit of 3", `{"a":{"b":[[1]]}}`, bounds(1<<20, 3)),
+		// Rule 6: duplicate names.
+		av(t, "duplicate-name", "one name twice", `{"a":1,"a":2}`),
+		av(t, "duplicate-name-escaped", `"a" and "\u0061" are one name`, `{"a":1,"\u0061":2}`),
+		av(t, "duplicate-name-nested", "one name twice in a nested object", `{"o":{"x":1,"x":1}}`),
+		av(t, "duplicate-inside-protocol-member", "a duplicate inside _meta, which the digest leaves out: still refused", `{"_meta":{"a":1,"a":2},"b":1}`),
+		// Rule 7: case folding.
+		av(t, "fold-ascii", "Amount and amount: encoding/json keeps the last, RFC 8785 sorts both orders to one text", `{"Amount":1000,"amount":1}`),
+		av(t, "fold-kelvin", "k and U+212A KELVIN SIGN fold together", `{"k":1,"\u212a":2}`),
+		av(t, "fold-long-s", "s and U+017F LATIN SMALL LETTER LONG S fold together", `{"S":1,"ſ":2}`),
+		av(t, "fold-titlecase", "U+01C5 and U+01C6 fold together", `{"ǅ":1,"ǆ":2}`),
+		av(t, "fold-nested-in-array", "in an object inside an array", `{"l":[{"id":1,"ID":2}]}`),
+		av(t, "fold-protocol-member", "_meta and _Meta fold together, though the digest would leave _meta out", `{"_meta":1,"_Meta":2}`),
+		av(t, "sharp-s-is-not-ss", "simple folding, not full: ß and ss stay two names", `{"ß":1,"ss":2}`),
+		// Rule 8: exact numbers.
+		av(t, "numbers-same-value", "1.0, 1e2, 100e-2 and -0 are 1, 100, 1 and 0", `{"a":1.0,"b":1e2,"c":100e-2,"d":-0}`),
+		av(t, "numbers-ecmascript", "ECMAScript forms: 1e21, 1e-7, 0.1, 2^53, the largest and smallest doubles", `{"a":1e21,"b":0.0000001,"c":0.1,"d":9007199254740992,"e":1.7976931348623157e308,"f":5e-324}`),
+		av(t, "integer-beyond-double", "2^53+1: a double rounds it to 2^53, an int64 keeps it", `{"n":9007199254740993}`),
+		av(t, "negative-integer-beyond-double", "-(2^53+1)", `{"n":-9007199254740993}`),
+		av(t, "fraction-beyond-double", "0.10000000000000001 is the double 0.1, but not the decimal 0.1", `{"n":0.10000000000000001}`),
+		av(t, "overflow", "1e400 is beyond any double", `{"n":1e400}`),
+		av(t, "underflow", "1e-400 is not zero, but a double rounds it to 0", `{"n":1e-400}`),
+		av(t, "zero-underflow", "0e-400 is zero", `{"n":0e-400}`),
+		// Rule 9: protocol members.
+		av(t, "protocol-members", "_meta, inputResponses and requestState at the top level are left out", `{"_meta":{"progressToken":1},"inputResponses":{"x":{}},"requestState":"abc","a":1}`),
+		av(t, "protocol-members-only", "only protocol members: the empty object", `{"requestState":"abc"}`),
+		av(t, "protocol-members-nested", "deeper down they stay", `{"x":{"_meta":1,"requestState":"s"}}`),
+		av(t, "protocol-member-escaped", "a name is compared after unescaping: \\u005fmeta is _meta", `{"\u005fmeta":1,"a":1}`),
+		av(t, "protocol-member-case", "_Meta is not _meta: it stays", `{"_Meta":1,"a":1}`),
+		// Rule 10: serialization.
+		av(t, "sort-utf16", "names sort by UTF-16 code units: U+1F600 (D83D DE00) before U+FB33", `{"\ufb33":1,"\ud83d\ude00":2,"a":3}`),
+		av(t, "string-escapes", "minimal escapes: control characters as \\u00xx, / and U+2028 as themselves", `{"s":"\u00e9\u001f\"\\\/\u2028\t"}`),
+	}
+}
