@@ -31,6 +31,16 @@ type KEK interface {
 	Unwrap(ctx context.Context, wrapped, associatedData []byte) ([]byte, error)
 }
 
+// A Generator is a KEK whose service creates data keys itself (AWS KMS
+// GenerateDataKey, Vault transit datakey): GenerateKey returns a new key of
+// size bytes and its wrapped form, bound to associatedData as Wrap binds
+// it. The keyring uses it, when a KEK has it, for every new key, so the
+// key is born in the KMS's random source; other KEKs wrap a key from
+// crypto/rand.
+type Generator interface {
+	GenerateKey(ctx context.Context, size int, associatedData []byte) (plaintext, wrapped []byte, err error)
+}
+
 // ErrUnwrap reports wrapped bytes that do not unwrap: changed, wrapped by
 // another KEK, or bound to other associated data.
 var ErrUnwrap = errors.New("backends: wrapped key does not unwrap with this KEK and associated data")

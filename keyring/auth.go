@@ -50,14 +50,30 @@ func (ks *Keyset) Authenticate(ctx context.Context, kek backends.KEK) error {
 }
 
 // Verify checks ks.Auth under kek. It fails with ErrUnauthenticated when
-// the tag does not match, and with the KEK's error when the
-// authentication key does not unwrap (the wrong KEK).
+// the tag does not match or the authentication key does not unwrap (the
+// wrong KEK); a KMS that does not answer is another error.
 func (ks *Keyset) Verify(ctx context.Context, kek backends.KEK) error {
-	key, err := kek.Unwrap(ctx, ks.Auth.Wrapped, authAD(ks.ID))
+	key, err := ks.unwrapAuth(ctx, kek)
 	if err != nil {
-		return fmt.Errorf("%w: keyset %s: the authentication key does not unwrap (not the keyset's KEK, or the file was changed): %w", ErrUnauthenticated, ks.ID, err)
+		return err
 	}
 	defer clear(key)
+	return ks.verifyWith(key)
+}
+
+func (ks *Keyset) unwrapAuth(ctx context.Context, kek backends.KEK) ([]byte, error) {
+	key, err := kek.Unwrap(ctx, ks.Auth.Wrapped, authAD(ks.ID))
+	if errors.Is(err, backends.ErrUnwrap) {
+		return nil, fmt.Errorf("%w: keyset %s: the authentication key does not unwrap (not the keyset's KEK, or the file was changed): %w", ErrUnauthenticated, ks.ID, err)
+	}
+	if err != nil {
+		// The KMS did not answer: nothing is known about the keyset yet.
+		return nil, fmt.Errorf("keyring: keyset %s: unwrapping the authentication key: %w", ks.ID, err)
+	}
+	return key, nil
+}
+
+func (ks *Keyset) verifyWith(key []byte) error {
 	if !hmac.Equal(ks.tag(key), ks.Auth.Tag) {
 		return fmt.Errorf("%w: keyset %s: its contents were changed without the KEK", ErrUnauthenticated, ks.ID)
 	}

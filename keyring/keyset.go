@@ -303,3 +303,32 @@ func (ks *Keyset) IDs() []Key {
 	}
 	return out
 }
+
+// NewStoredKey creates an active key of alg with an id new to ks and
+// returns it wrapped under kek. If kek is a backends.Generator (AWS KMS,
+// Vault transit), the key is generated inside the KMS; otherwise it comes
+// from crypto/rand and is wrapped. Times are truncated to seconds.
+func (ks *Keyset) NewStoredKey(ctx context.Context, kek backends.KEK, alg Algorithm, created, activation time.Time) (StoredKey, error) {
+	k, err := NewKey(alg, created, activation, ks.IDs())
+	if err != nil {
+		return StoredKey{}, err
+	}
+	defer clear(k.Material)
+	g, ok := kek.(backends.Generator)
+	if !ok {
+		return ks.Wrap(ctx, kek, k)
+	}
+	material, wrapped, err := g.GenerateKey(ctx, KeySize, WrapAD(ks.ID, k.ID))
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("keyring: generating key %s: %w", FormatID(k.ID), err)
+	}
+	clear(material)
+	if len(material) != KeySize {
+		return StoredKey{}, fmt.Errorf("keyring: the KMS generated a %d-byte key, want %d", len(material), KeySize)
+	}
+	return StoredKey{
+		ID: k.ID, Algorithm: alg, State: Active,
+		Created: created.UTC().Truncate(time.Second), Activation: activation.UTC().Truncate(time.Second),
+		Wrapped: wrapped,
+	}, nil
+}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/stateseal/stateseal/backends"
 )
 
@@ -78,12 +80,13 @@ type Loader struct {
 	// OnError, if set, is called with every failed reload.
 	OnError func(error)
 
-	mu      sync.Mutex
-	ring    *Ring
-	current *Keyset
-	last    []byte              // the file as last loaded
-	failed  []byte              // the file as it last failed to load, reported once
-	cache   map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
+	mu       sync.Mutex
+	ring     *Ring
+	current  *Keyset
+	last     []byte              // the file as last loaded
+	failed   []byte              // the file as it last failed to load for good
+	reported string              // the last failure reported
+	cache    map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
 }
 
 type cacheKey struct {
@@ -150,13 +153,16 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 }
 
 // reload reads the file once. A poll (not forced) skips bytes it has
-// already loaded, or already reported as failing, so a broken file is
-// reported once per change rather than at every tick.
+// already loaded, or that failed for good (they do not parse or
+// authenticate). Bytes that failed on a KMS call are tried again at every
+// poll, since the KMS may come back. A failure is reported once, until
+// the next success or another failure, not at every tick; Reload reports
+// every time.
 func (l *Loader) reload(ctx context.Context, force bool) error {
 	data, err := os.ReadFile(l.Path)
 	if err != nil {
 		err = fmt.Errorf("keyring: %w", err)
-		l.report(err)
+		l.fail(err, force)
 		return err
 	}
 	if !force && (bytes.Equal(data, l.last) || l.failed != nil && bytes.Equal(data, l.failed)) {
@@ -173,11 +179,14 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 			ks.ID, l.Path, l.current.Version, ks.Version)
 	}
 	if err != nil {
-		l.failed = data
-		l.report(err)
+		var te transientError
+		if !errors.As(err, &te) {
+			l.failed = data
+		}
+		l.fail(err, force)
 		return err
 	}
-	l.last, l.failed = data, nil
+	l.last, l.failed, l.reported = data, nil, ""
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
 	}
@@ -188,6 +197,30 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	l.logger().Info("stateseal keyset reloaded", "path", l.Path, "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
 	l.current = ks
 	return nil
+}
+
+// fail reports err unless the same failure was reported last.
+func (l *Loader) fail(err error, force bool) {
+	if !force && err.Error() == l.reported {
+		return
+	}
+	l.reported = err.Error()
+	l.report(err)
+}
+
+// A transientError is a failed KMS call: the KMS unreachable, throttling,
+// a timeout. The same keyset may load once the KMS answers again.
+type transientError struct{ error }
+
+func (e transientError) Unwrap() error { return e.error }
+
+// transient marks err as transient unless the KMS answered that the bytes
+// do not unwrap, which no retry changes.
+func transient(err error) error {
+	if errors.Is(err, backends.ErrUnwrap) || errors.Is(err, ErrUnauthenticated) {
+		return err
+	}
+	return transientError{err}
 }
 
 func (l *Loader) report(err error) {
@@ -212,16 +245,26 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 	}
 	kek, err := OpenKEK(ctx, ks, l.Path, &l.Options)
 	if err != nil {
-		return nil, nil, fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
-	}
-	if err := ks.Verify(ctx, kek); err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+		return nil, nil, transient(fmt.Errorf("keyring: keyset %s: %w", ks.ID, err))
 	}
 	kekURL := ks.KEK
 	if l.Options.KEK != "" {
 		kekURL = l.Options.KEK
 	}
+	// The authentication key is cached like the data keys, under the id 0
+	// no key has: an unchanged keyset costs no KMS call to reload.
 	next := map[cacheKey][]byte{}
+	ak := cacheKey{ks.ID, kekURL, 0, string(ks.Auth.Wrapped)}
+	authKey, ok := l.cache[ak]
+	if !ok {
+		if authKey, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, kek) }); err != nil {
+			return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.Path))
+		}
+	}
+	if err := ks.verifyWith(authKey); err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+	}
+	next[ak] = authKey
 	var keys []Key
 	for _, sk := range ks.Keys {
 		if sk.State == Retired {
@@ -230,11 +273,13 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 		ck := cacheKey{ks.ID, kekURL, sk.ID, string(sk.Wrapped)}
 		m, ok := l.cache[ck]
 		if !ok {
-			k, err := ks.UnwrapKey(ctx, kek, sk)
+			m, err = unwrapShared(ctx, ck, func() ([]byte, error) {
+				k, err := ks.UnwrapKey(ctx, kek, sk)
+				return k.Material, err
+			})
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+				return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.Path))
 			}
-			m = k.Material
 		}
 		next[ck] = m
 		keys = append(keys, Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State,
@@ -251,4 +296,20 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 	snap.policy, snap.version = &p, ks.Version
 	l.cache = next
 	return snap, ks, nil
+}
+
+// unwraps lets concurrent loads of one keyset (several Loaders in one
+// process, or LoadFile calls racing at start) share each KMS call.
+var unwraps singleflight.Group
+
+func unwrapShared(ctx context.Context, ck cacheKey, unwrap func() ([]byte, error)) ([]byte, error) {
+	v, err, _ := unwraps.Do(fmt.Sprintf("%q %q %d %x", ck.keyset, ck.kek, ck.id, ck.wrapped), func() (any, error) {
+		return unwrap()
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Every caller gets its own copy: the snapshot clears nothing, but a
+	// shared slice must not be written by one and read by another.
+	return bytes.Clone(v.([]byte)), nil
 }

@@ -27,11 +27,7 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 		return Result{}, err
 	}
 	now := o.now()
-	k, err := keyring.NewKey(alg, now, now, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	sk, err := ks.Wrap(ctx, kek, k)
+	sk, err := ks.NewStoredKey(ctx, kek, alg, now, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -42,8 +38,8 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 	if err := keyring.WriteKeysetFile(path, ks); err != nil {
 		return Result{}, err
 	}
-	o.logger().Info("stateseal keyset created", "path", path, "keyset", ks.ID, "key", keyring.FormatID(k.ID), "algorithm", alg)
-	return Result{Keyset: ks, Key: k.ID}, nil
+	o.logger().Info("stateseal keyset created", "path", path, "keyset", ks.ID, "key", keyring.FormatID(sk.ID), "algorithm", alg)
+	return Result{Keyset: ks, Key: sk.ID}, nil
 }
 
 // RotateOptions shape a rotation.
@@ -95,16 +91,12 @@ func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when
 			activation = now
 			res.Warnings = append(res.Warnings, "the new key seals at once: instances that have not reloaded the keyset reject its tokens until they do")
 		}
-		k, err := keyring.NewKey(alg, now, activation, ks.IDs())
-		if err != nil {
-			return res, err
-		}
-		sk, err := ks.Wrap(ctx, kek, k)
+		sk, err := ks.NewStoredKey(ctx, kek, alg, now, activation)
 		if err != nil {
 			return res, err
 		}
 		ks.Keys = append(ks.Keys, sk)
-		res.Key = k.ID
+		res.Key = sk.ID
 		return res, nil
 	})
 	if err == nil {

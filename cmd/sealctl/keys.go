@@ -197,12 +197,21 @@ func newPrune(p *paths) *cobra.Command {
 func newRewrap(p *paths) *cobra.Command {
 	var to string
 	cmd := &cobra.Command{
-		Use:   "rewrap --to URL",
-		Short: "Re-encrypt every data key under a new KEK; no token breaks",
+		Use:   "rewrap [--to URL]",
+		Short: "Re-encrypt every data key under a new KEK, or the KEK's newest version; no token breaks",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
-				return usageError{fmt.Errorf("rewrap needs --to URL")}
+				// The same KEK: each key moves to its newest version (after
+				// a Vault transit or Cloud KMS rotation, say).
+				ks, err := keyring.ReadKeysetFile(p.keysetPath())
+				if err != nil {
+					return p.inFile(err)
+				}
+				to = ks.KEK
+				if u := p.kekURL(); u != "" {
+					to = u
+				}
 			}
 			created, err := createLocalKEK(to, filepath.Dir(p.keysetPath()))
 			if err != nil {
@@ -222,7 +231,7 @@ func newRewrap(p *paths) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&to, "to", "", "URL of the new KEK (a local file that does not exist is created)")
+	cmd.Flags().StringVar(&to, "to", "", "URL of the new KEK (a local file that does not exist is created); default: the keyset's own, at its newest version")
 	return cmd
 }
 

@@ -15,6 +15,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	// Every KEK backend, so that any keyset's URL opens.
+	_ "github.com/stateseal/stateseal/backends/awskms"
+	_ "github.com/stateseal/stateseal/backends/gcpkms"
+	_ "github.com/stateseal/stateseal/backends/vault"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -29,6 +29,11 @@ import (
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
+
+	// Every KEK backend, so that any keyset's URL opens.
+	_ "github.com/stateseal/stateseal/backends/awskms"
+	_ "github.com/stateseal/stateseal/backends/gcpkms"
+	_ "github.com/stateseal/stateseal/backends/vault"
 )
 
 func main() {

@@ -1,0 +1,197 @@
+// Package kektest is the conformance suite every KEK backend passes, the
+// way gocloud.dev's drivertest is for its providers: one suite, run against
+// each backend by a small harness in that backend's tests.
+//
+// A backend's test calls [Run] with a [Harness] that makes keys in a real
+// server (or the test server standing in for one) and can stop it.
+package kektest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+)
+
+// A Harness gives the suite keys of one backend.
+type Harness interface {
+	// Registry opens the backend's URLs: usually backends.Default, or a
+	// registry with test client options.
+	Registry() *backends.Registry
+	// NewKey creates a new key in the server and returns its KEK URL.
+	NewKey(ctx context.Context, t *testing.T) string
+	// RotatableKey returns a key and a function that makes a new version
+	// of it inside the server, so that new wraps use it while old ones
+	// still unwrap; ok is false if the backend has no key versions.
+	RotatableKey(ctx context.Context, t *testing.T) (url string, rotate func(), ok bool)
+	// StoppedURL returns the URL of a key whose server is not running.
+	StoppedURL(ctx context.Context, t *testing.T) string
+}
+
+// Run runs the suite against h.
+func Run(t *testing.T, h Harness) {
+	ctx := context.Background()
+	open := func(t *testing.T, url string) backends.KEK {
+		t.Helper()
+		k, err := h.Registry().Open(ctx, url)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
+		}
+		return k
+	}
+	secret := bytes.Repeat([]byte{0x5e}, 32)
+	ad := []byte("stateseal-keyset-v2\x00ks-0123456789abcdef\x000a1b2c3d")
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		k := open(t, h.NewKey(ctx, t))
+		w, err := k.Wrap(ctx, secret, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(w, secret[:16]) {
+			t.Fatal("the wrapped key holds the plaintext")
+		}
+		got, err := k.Unwrap(ctx, w, ad)
+		if err != nil || !bytes.Equal(got, secret) {
+			t.Fatalf("Unwrap = %x, %v", got, err)
+		}
+	})
+	t.Run("OtherAssociatedData", func(t *testing.T) {
+		k := open(t, h.NewKey(ctx, t))
+		w, _ := k.Wrap(ctx, secret, ad)
+		for _, other := range [][]byte{[]byte("stateseal-keyset-v2\x00ks-0123456789abcdef\x000a1b2c3e"), nil, append(bytes.Clone(ad), 0)} {
+			if got, err := k.Unwrap(ctx, w, other); err == nil {
+				t.Errorf("unwrapped under associated data %q: %x", other, got)
+			} else if !errors.Is(err, backends.ErrUnwrap) {
+				t.Errorf("other associated data: %v, want backends.ErrUnwrap", err)
+			}
+		}
+	})
+	t.Run("OtherKey", func(t *testing.T) {
+		a, b := open(t, h.NewKey(ctx, t)), open(t, h.NewKey(ctx, t))
+		w, _ := a.Wrap(ctx, secret, ad)
+		if _, err := b.Unwrap(ctx, w, ad); !errors.Is(err, backends.ErrUnwrap) {
+			t.Errorf("another key's ciphertext: %v, want backends.ErrUnwrap", err)
+		}
+	})
+	t.Run("FlippedByte", func(t *testing.T) {
+		k := open(t, h.NewKey(ctx, t))
+		w, _ := k.Wrap(ctx, secret, ad)
+		// Not the middle: local-kms does not authenticate the key ARN it
+		// embeds in a ciphertext when Decrypt names the key, as the awskms
+		// backend always does. The sealed part must be authenticated
+		// everywhere.
+		for _, i := range []int{0, len(w) - 20, len(w) - 1} {
+			bad := bytes.Clone(w)
+			bad[i] ^= 0x01
+			if got, err := k.Unwrap(ctx, bad, ad); err == nil {
+				t.Errorf("byte %d flipped: unwrapped to %x", i, got)
+			}
+		}
+		if _, err := k.Unwrap(ctx, w[:len(w)-1], ad); err == nil {
+			t.Error("truncated: unwrapped")
+		}
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		k := open(t, h.NewKey(ctx, t))
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		start := time.Now()
+		_, err := k.Wrap(c, secret, ad)
+		if err == nil && !local(h) {
+			t.Error("Wrap with a cancelled context succeeded")
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled: %v, want context.Canceled", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("a cancelled call took %v", d)
+		}
+	})
+	t.Run("Stopped", func(t *testing.T) {
+		url := h.StoppedURL(ctx, t)
+		if url == "" {
+			t.Skip("the backend has no server")
+		}
+		c, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		k, err := h.Registry().Open(c, url)
+		if err == nil {
+			_, err = k.Wrap(c, secret, ad)
+		}
+		if err == nil {
+			t.Fatal("Wrap against a stopped server succeeded")
+		}
+		if !strings.Contains(err.Error(), backends.Redact(url)) {
+			t.Errorf("the error does not name the URL %s: %v", backends.Redact(url), err)
+		}
+		if bytes.Contains([]byte(err.Error()), secret[:8]) {
+			t.Error("the error holds key material")
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("a stopped server took %v to fail", d)
+		}
+	})
+	t.Run("ServerSideRotation", func(t *testing.T) {
+		url, rotate, ok := h.RotatableKey(ctx, t)
+		if !ok {
+			t.Skip("the backend has no key versions")
+		}
+		k := open(t, url)
+		old, err := k.Wrap(ctx, secret, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rotate()
+		k = open(t, url)
+		fresh, err := k.Wrap(ctx, secret, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(old, fresh) {
+			t.Error("a wrap after rotation equals one before")
+		}
+		for name, w := range map[string][]byte{"before": old, "after": fresh} {
+			if got, err := k.Unwrap(ctx, w, ad); err != nil || !bytes.Equal(got, secret) {
+				t.Errorf("wrapped %s the rotation: %x, %v", name, got, err)
+			}
+		}
+	})
+	t.Run("GenerateKey", func(t *testing.T) {
+		k := open(t, h.NewKey(ctx, t))
+		g, ok := k.(backends.Generator)
+		if !ok {
+			t.Skip("the backend does not generate keys")
+		}
+		plain, w, err := g.GenerateKey(ctx, 32, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plain) != 32 || bytes.Equal(plain, make([]byte, 32)) {
+			t.Fatalf("generated %x", plain)
+		}
+		got, err := k.Unwrap(ctx, w, ad)
+		if err != nil || !bytes.Equal(got, plain) {
+			t.Fatalf("Unwrap of a generated key = %x, %v", got, err)
+		}
+		if _, err := k.Unwrap(ctx, w, []byte("other")); !errors.Is(err, backends.ErrUnwrap) {
+			t.Errorf("a generated key under other associated data: %v", err)
+		}
+		again, _, _ := g.GenerateKey(ctx, 32, ad)
+		if bytes.Equal(again, plain) {
+			t.Error("two generated keys are equal")
+		}
+	})
+}
+
+// local reports a harness whose KEK makes no network call, so a cancelled
+// context need not fail it.
+func local(h Harness) bool {
+	l, ok := h.(interface{ Local() bool })
+	return ok && l.Local()
+}

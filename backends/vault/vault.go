@@ -1,0 +1,178 @@
+// Package vault wraps data keys with HashiCorp Vault's transit secrets
+// engine. Importing it registers the "vault" scheme in backends.Default:
+//
+//	import _ "github.com/stateseal/stateseal/backends/vault"
+//
+//	kek, err := backends.Open(ctx, "vault://transit/keys/stateseal")
+//
+// The URL is vault://MOUNT/keys/NAME: the transit mount (which may hold
+// slashes) and the key's name. The server and credentials come from the
+// environment, as for the vault CLI: VAULT_ADDR, VAULT_CACERT,
+// VAULT_NAMESPACE and VAULT_TOKEN; or, for AppRole, VAULT_ROLE_ID and
+// VAULT_SECRET_ID (with VAULT_APPROLE_MOUNT if the auth method is not
+// mounted at approle/), which log in once when the KEK is opened.
+//
+// Wrap is transit encrypt and Unwrap transit decrypt, each with the
+// associated data as associated_data, so the key must be of an AEAD type
+// (aes256-gcm96, the default, aes128-gcm96 or chacha20-poly1305). The
+// wrapped bytes are the "vault:vN:..." ciphertext: after
+// transit/keys/NAME/rotate, old wrapped keys still unwrap, and
+// `sealctl rewrap` moves them to the newest version. The KEK implements
+// backends.Generator: transit datakey/plaintext draws the key from Vault,
+// then encrypt binds it to the associated data (datakey itself takes
+// none). Calls honour the context and retry 5xx answers twice; errors name
+// the URL, never key material.
+package vault
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/vault/api"
+	"github.com/hashicorp/vault/api/auth/approle"
+
+	"github.com/stateseal/stateseal/backends"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "vault"
+
+func init() { backends.Default.Register(Scheme, Opener(nil)) }
+
+// Opener returns an opener for vault URLs whose clients send requests
+// through hc (nil: the Vault client's own). Tests use it to count calls.
+func Opener(hc *http.Client) backends.Opener {
+	return func(ctx context.Context, u *url.URL, _ backends.OpenOptions) (backends.KEK, error) {
+		return open(ctx, u, hc)
+	}
+}
+
+// A KEK is a transit key.
+type KEK struct {
+	logical     *api.Logical
+	mount, name string
+	url         string // redacted, for errors
+}
+
+// Client returns a Vault client configured from the environment, logged
+// in with AppRole when VAULT_ROLE_ID is set. The vault-kv keyset store
+// shares it.
+func Client(ctx context.Context, hc *http.Client) (*api.Client, error) {
+	cfg := api.DefaultConfig() // VAULT_ADDR, VAULT_CACERT, ...
+	if cfg.Error != nil {
+		return nil, cfg.Error
+	}
+	if hc != nil {
+		cfg.HttpClient = hc
+	}
+	cfg.MaxRetries = 2
+	c, err := api.NewClient(cfg) // VAULT_TOKEN, VAULT_NAMESPACE
+	if err != nil {
+		return nil, err
+	}
+	if role := os.Getenv("VAULT_ROLE_ID"); role != "" {
+		var opts []approle.LoginOption
+		if m := os.Getenv("VAULT_APPROLE_MOUNT"); m != "" {
+			opts = append(opts, approle.WithMountPath(m))
+		}
+		auth, err := approle.NewAppRoleAuth(role, &approle.SecretID{FromEnv: "VAULT_SECRET_ID"}, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("approle: %w", err)
+		}
+		if _, err := c.Auth().Login(ctx, auth); err != nil {
+			return nil, fmt.Errorf("approle login: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
+	redacted := backends.Redact(u.String())
+	full := strings.Trim(u.Host+u.Path, "/")
+	mount, name, ok := strings.Cut(full, "/keys/")
+	if !ok || mount == "" || name == "" || strings.Contains(name, "/") || u.RawQuery != "" {
+		return nil, fmt.Errorf("vault: %s is not vault://MOUNT/keys/NAME", redacted)
+	}
+	c, err := Client(ctx, hc)
+	if err != nil {
+		return nil, fmt.Errorf("vault %s: %w", redacted, err)
+	}
+	return &KEK{logical: c.Logical(), mount: mount, name: name, url: redacted}, nil
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// Wrap encrypts plaintext with the key's newest version.
+func (k *KEK) Wrap(ctx context.Context, plaintext, associatedData []byte) ([]byte, error) {
+	s, err := k.logical.WriteWithContext(ctx, k.mount+"/encrypt/"+k.name, map[string]any{
+		"plaintext": b64(plaintext), "associated_data": b64(associatedData),
+	})
+	if err != nil {
+		return nil, k.fail("encrypt", err)
+	}
+	ct, _ := s.Data["ciphertext"].(string)
+	if !strings.HasPrefix(ct, "vault:v") {
+		return nil, fmt.Errorf("vault %s: encrypt: no ciphertext in the answer", k.url)
+	}
+	return []byte(ct), nil
+}
+
+// Unwrap decrypts a "vault:vN:" ciphertext with the version it names.
+func (k *KEK) Unwrap(ctx context.Context, wrapped, associatedData []byte) ([]byte, error) {
+	if !strings.HasPrefix(string(wrapped), "vault:v") {
+		return nil, fmt.Errorf("vault %s: decrypt: %w (not a transit ciphertext)", k.url, backends.ErrUnwrap)
+	}
+	s, err := k.logical.WriteWithContext(ctx, k.mount+"/decrypt/"+k.name, map[string]any{
+		"ciphertext": string(wrapped), "associated_data": b64(associatedData),
+	})
+	if err != nil {
+		return nil, k.fail("decrypt", err)
+	}
+	return k.decode("decrypt", s)
+}
+
+// GenerateKey draws size bytes from Vault (transit datakey/plaintext) and
+// wraps them with Wrap, since datakey binds no associated data.
+func (k *KEK) GenerateKey(ctx context.Context, size int, associatedData []byte) (plaintext, wrapped []byte, err error) {
+	s, err := k.logical.WriteWithContext(ctx, k.mount+"/datakey/plaintext/"+k.name, map[string]any{"bits": size * 8})
+	if err != nil {
+		return nil, nil, k.fail("datakey", err)
+	}
+	if plaintext, err = k.decode("datakey", s); err != nil {
+		return nil, nil, err
+	}
+	if wrapped, err = k.Wrap(ctx, plaintext, associatedData); err != nil {
+		clear(plaintext)
+		return nil, nil, err
+	}
+	return plaintext, wrapped, nil
+}
+
+func (k *KEK) decode(op string, s *api.Secret) ([]byte, error) {
+	if s == nil {
+		return nil, fmt.Errorf("vault %s: %s: empty answer", k.url, op)
+	}
+	p, _ := s.Data["plaintext"].(string)
+	b, err := base64.StdEncoding.DecodeString(p)
+	if err != nil {
+		return nil, fmt.Errorf("vault %s: %s: the answer's plaintext is not base64", k.url, op)
+	}
+	return b, nil
+}
+
+// fail wraps err with the operation and the URL. Transit answers a
+// ciphertext it cannot decrypt with 400 "cipher: message authentication
+// failed" (or "invalid ciphertext"): that is backends.ErrUnwrap.
+func (k *KEK) fail(op string, err error) error {
+	var re *api.ResponseError
+	if op == "decrypt" && errors.As(err, &re) && re.StatusCode == http.StatusBadRequest {
+		return fmt.Errorf("vault %s: %s: %w (%s)", k.url, op, backends.ErrUnwrap, strings.Join(re.Errors, "; "))
+	}
+	return fmt.Errorf("vault %s: %s: %w", k.url, op, err)
+}

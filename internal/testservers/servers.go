@@ -1,0 +1,120 @@
+package testservers
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// A Vault is a Vault dev server: in memory, unsealed, with a root token.
+type Vault struct {
+	*Process
+	Token string
+}
+
+// URL is the server's address as VAULT_ADDR takes it.
+func (v *Vault) URL() string { return "http://" + v.Addr() }
+
+// StartVault starts a Vault dev server.
+func StartVault(t testing.TB) *Vault {
+	t.Helper()
+	bin := findBinary(t, VaultBinary)
+	b := make([]byte, 16)
+	rand.Read(b)
+	token := "root-" + hex.EncodeToString(b)
+	port := FreePort(t)
+	p := start(t, "vault", bin, port, []string{"VAULT_DEV_ROOT_TOKEN_ID=" + token, "HOME=" + t.TempDir()},
+		"server", "-dev", "-dev-no-store-token", "-dev-listen-address=127.0.0.1:"+strconv.Itoa(port))
+	v := &Vault{Process: p, Token: token}
+	v.waitHealthy()
+	return v
+}
+
+// Restart stops the server and starts it again; a dev server keeps
+// nothing, so the test sets it up anew.
+func (v *Vault) Restart() {
+	v.Stop()
+	v.Start()
+	v.waitHealthy()
+}
+
+func (v *Vault) waitHealthy() {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(v.URL() + "/v1/sys/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			v.t.Fatalf("vault at %s not healthy: %v", v.URL(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Env sets VAULT_ADDR and VAULT_TOKEN for the test, as an operator's shell
+// would.
+func (v *Vault) Env(t testing.TB) {
+	t.Setenv("VAULT_ADDR", v.URL())
+	t.Setenv("VAULT_TOKEN", v.Token)
+}
+
+// A LocalKMS is local-kms, the AWS KMS API on loopback.
+type LocalKMS struct {
+	*Process
+	Region string
+}
+
+// Endpoint is the URL an awskms URL's endpoint parameter takes.
+func (l *LocalKMS) Endpoint() string { return "http://" + l.Addr() }
+
+// StartLocalKMS starts local-kms with an empty database and seed, a YAML
+// seeding file (local-kms's format), or "". It listens on every
+// interface; tests send it traffic on 127.0.0.1 only.
+func StartLocalKMS(t testing.TB, seed string) *LocalKMS {
+	t.Helper()
+	bin := findBinary(t, LocalKMSBinary)
+	dir := t.TempDir()
+	seedPath := filepath.Join(dir, "seed.yaml")
+	if seed != "" {
+		if err := os.WriteFile(seedPath, []byte(seed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := FreePort(t)
+	const region = "eu-west-1"
+	p := start(t, "local-kms", bin, port, []string{
+		"PORT=" + strconv.Itoa(port), "KMS_REGION=" + region, "KMS_ACCOUNT_ID=111122223333",
+		"KMS_DATA_PATH=" + filepath.Join(dir, "data"), "KMS_SEED_PATH=" + seedPath,
+	})
+	// The SDK signs requests; local-kms does not check the signature.
+	t.Setenv("AWS_ACCESS_KEY_ID", "local-kms-test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local-kms-test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return &LocalKMS{Process: p, Region: region}
+}
+
+// A Redis is redis-server with no persistence.
+type Redis struct{ *Process }
+
+// URL is the server's redis:// URL.
+func (r *Redis) URL() string { return fmt.Sprintf("redis://%s/0", r.Addr()) }
+
+// StartRedis starts redis-server on loopback only.
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	bin := findBinary(t, RedisBinary)
+	port := FreePort(t)
+	p := start(t, "redis", bin, port, nil, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	return &Redis{Process: p}
+}
