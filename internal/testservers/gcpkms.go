@@ -88,7 +88,9 @@ func randomKey() []byte {
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-func checksum(b []byte) *wrapperspb.Int64Value { return wrapperspb.Int64(int64(crc32.Checksum(b, crcTable))) }
+func checksum(b []byte) *wrapperspb.Int64Value {
+	return wrapperspb.Int64(int64(crc32.Checksum(b, crcTable)))
+}
 
 // verify checks an optional request checksum: present and wrong is an
 // error, as the service answers.
