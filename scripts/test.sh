@@ -2,15 +2,20 @@
 # The whole test suite: formatting, vet, staticcheck, every fuzz target for
 # a bounded time, the benchmarks once each (they must run, not be fast), and
 # the official MCP conformance suite against the example server, and every
-# test under the race detector. It needs Go, npm and the package
-# registries: the conformance step installs its pinned suite and Node.js 22
-# from the npm registry itself.
+# test under the race detector, against real KMS, Vault and Redis servers.
+# It needs Go, npm, apt-get and the package registries: it installs the
+# servers (scripts/install-servers.sh; Vault builds once per machine, in
+# about ten minutes), and the conformance step installs its pinned suite
+# and Node.js 22 from the npm registry itself.
 #
 #   FUZZTIME=30s bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZTIME=${FUZZTIME:-30s}
+
+echo "== servers the tests run against (installed once per machine)"
+bash scripts/install-servers.sh
 STATICCHECK=honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 echo "== gofmt"
