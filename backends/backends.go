@@ -53,6 +53,9 @@ type OpenOptions struct {
 	// Dir is the directory that relative paths in the URL resolve against:
 	// the keyset's directory. "" means the working directory.
 	Dir string
+	// AbsoluteOnly refuses relative paths: a keyset in a replicated store
+	// has no directory, and each host's working directory differs.
+	AbsoluteOnly bool
 }
 
 // An OpenOption sets an OpenOptions field.
@@ -60,6 +63,9 @@ type OpenOption func(*OpenOptions)
 
 // RelativeTo resolves relative paths in the URL against dir.
 func RelativeTo(dir string) OpenOption { return func(o *OpenOptions) { o.Dir = dir } }
+
+// AbsoluteOnly refuses relative paths in the URL.
+func AbsoluteOnly() OpenOption { return func(o *OpenOptions) { o.AbsoluteOnly = true } }
 
 // A Registry maps URL schemes to openers.
 type Registry struct {

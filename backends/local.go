@@ -39,6 +39,9 @@ func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
 	if err != nil {
 		return nil, err
 	}
+	if env == "" && o.AbsoluteOnly && !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("backends: local KEK URL %q: a keyset outside a file needs an absolute path or local://env/VARIABLE", u.Redacted())
+	}
 	var text string
 	if env != "" {
 		v, ok := os.LookupEnv(env)

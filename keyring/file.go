@@ -1,66 +1,71 @@
 package keyring
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+
+	"github.com/stateseal/stateseal/stores"
 )
 
-// ErrConflict reports a compare-and-swap write that lost: the keyset on
-// disk is no longer the version the edit started from. Nothing was
-// written; read the keyset again and redo the edit.
-var ErrConflict = errors.New("keyring: keyset changed since it was read")
+// ErrConflict reports a compare-and-swap write that lost: the store no
+// longer holds the keyset the edit started from. Nothing was written;
+// read the keyset again and redo the edit. It is stores.ErrConflict.
+var ErrConflict = stores.ErrConflict
+
+// ReadKeyset reads and validates the keyset in s, with the store's
+// revision for a later WriteKeyset. It does not unwrap any key, nor check
+// the keyset's authentication (see Verify).
+func ReadKeyset(ctx context.Context, s stores.Store) (*Keyset, string, error) {
+	data, rev, err := s.Read(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("keyring: %s: %w", s, err)
+	}
+	ks, err := ParseKeyset(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (in %s)", err, s)
+	}
+	return ks, rev, nil
+}
+
+// WriteKeyset writes ks to s if s still holds revision rev, the one ks was
+// edited from ("" for a new keyset, whose version must be 1), and returns
+// the new revision. Otherwise it returns ErrConflict and writes nothing.
+// Call Authenticate first.
+func WriteKeyset(ctx context.Context, s stores.Store, ks *Keyset, rev string) (string, error) {
+	data, err := ks.Marshal()
+	if err != nil {
+		return "", err
+	}
+	if (rev == "") != (ks.Version == 1) {
+		return "", fmt.Errorf("keyring: keyset %s version %d cannot be written as a new keyset, nor version 1 over an old one", ks.ID, ks.Version)
+	}
+	rev, err = s.Write(ctx, data, rev)
+	if err != nil {
+		return "", fmt.Errorf("keyring: %s: %w", s, err)
+	}
+	return rev, nil
+}
 
 // ReadKeysetFile reads and validates the keyset at path. It does not
 // unwrap any key.
 func ReadKeysetFile(path string) (*Keyset, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
-	}
-	ks, err := ParseKeyset(data)
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
-	}
-	return ks, nil
+	ks, _, err := ReadKeyset(context.Background(), stores.NewFile(path))
+	return ks, err
 }
 
-// WriteKeysetFile writes ks to path if the keyset there is still the one
-// ks was edited from, that is, if its version is ks.Version-1; with
-// ks.Version 1 the file must not exist yet. Otherwise it returns
-// ErrConflict and writes nothing.
-//
-// Writers on one host serialize on an advisory lock (path + ".lock"). The
-// write is atomic: a temporary file in the same directory, fsync, rename
-// over path, fsync of the directory. A crash at any moment leaves either
-// the old keyset or the new one, whole.
-//
-// If path is a symbolic link (as Kubernetes mounts secrets and config
-// maps), the file it finally names is edited, with the lock and the
-// temporary file beside it, and the link stays. The new file keeps the old
-// one's mode, owner and group, so servers running as another user keep
-// reading it; a new file is mode 0600. If the owner or group cannot be
-// kept, nothing is written.
+// WriteKeysetFile writes ks to the file at path if the keyset there is
+// still the one ks was edited from, that is, if its version is
+// ks.Version-1 and its id the same; with ks.Version 1 the file must not
+// exist yet. Otherwise it returns ErrConflict and writes nothing. The file
+// store (stores.File) says how: a lock, an atomic rename, symbolic links
+// followed, mode and owner kept.
 func WriteKeysetFile(path string, ks *Keyset) error {
-	data, err := ks.Marshal()
-	if err != nil {
-		return err
-	}
-	path, err = resolve(path)
-	if err != nil {
-		return err
-	}
-	unlock, err := lockFile(path + ".lock")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-
-	cur, err := ReadKeysetFile(path)
+	ctx := context.Background()
+	f := stores.NewFile(path)
+	cur, rev, err := ReadKeyset(ctx, f)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, stores.ErrNotFound):
 		if ks.Version != 1 {
 			return fmt.Errorf("%w: %s does not exist, but the edit started from version %d", ErrConflict, path, ks.Version-1)
 		}
@@ -73,90 +78,12 @@ func WriteKeysetFile(path string, ks *Keyset) error {
 	case cur.ID != ks.ID:
 		return fmt.Errorf("%w: %s holds keyset %s, not %s", ErrConflict, path, cur.ID, ks.ID)
 	}
-	removeStaleTemps(path)
-	return writeAtomic(path, data)
-}
-
-// resolve follows symbolic links to the file path finally names, which
-// need not exist yet (its directory must).
-func resolve(path string) (string, error) {
-	real, err := filepath.EvalSymlinks(path)
-	if err == nil {
-		return real, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("keyring: %w", err)
-	}
-	// A dangling link names a file to create; follow it by hand.
-	for range 40 {
-		target, lerr := os.Readlink(path)
-		if lerr != nil {
-			return path, nil // not a link: a new file
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(path), target)
-		}
-		path = target
-	}
-	return "", fmt.Errorf("keyring: %s: too many levels of symbolic links", path)
-}
-
-// removeStaleTemps deletes temporary files that writers killed mid-write
-// left behind. It runs under the lock, so no live writer owns one.
-func removeStaleTemps(path string) {
-	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp"))
-	for _, f := range stale {
-		os.Remove(f)
-	}
-}
-
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("keyring: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = keepOwnership(f, path); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("keyring: writing %s: %w", tmp, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("keyring: syncing %s: %w", tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("keyring: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("keyring: %w", err)
-	}
-	// The rename is durable only once the directory entry is.
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("keyring: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("keyring: syncing %s: %w", dir, err)
-	}
-	return nil
+	_, err = WriteKeyset(ctx, f, ks, rev)
+	return err
 }
 
 // KeysetDir returns the directory that relative paths in the keyset at path
 // (a local KEK file) are resolved against: the directory of the file the
 // path finally names, through any symbolic links, as a Kubernetes secret
 // mount presents it.
-func KeysetDir(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return filepath.Dir(real)
-	}
-	return filepath.Dir(path)
-}
+func KeysetDir(path string) string { return stores.NewFile(path).Dir() }

@@ -6,21 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/stores"
 )
 
-// LoadOptions configure loading a keyset file. The zero value is usable.
+// LoadOptions configure loading a keyset. The zero value is usable.
 type LoadOptions struct {
 	// KEK, if set, overrides the keyset's KEK URL.
 	KEK string
 	// Backends opens the KEK; nil means backends.Default.
 	Backends *backends.Registry
+	// Stores opens a keyset location that is a URL; nil means
+	// stores.Default.
+	Stores *stores.Registry
 	// Now is the clock that decides whether a primary key is usable;
 	// nil means time.Now.
 	Now func() time.Time
@@ -39,9 +41,11 @@ func (o *LoadOptions) now() time.Time {
 	return o.Now()
 }
 
-// OpenKEK opens the KEK of ks: the override in o if set, else ks.KEK,
-// with relative local paths resolved against the keyset's directory.
-func OpenKEK(ctx context.Context, ks *Keyset, path string, o *LoadOptions) (backends.KEK, error) {
+// OpenKEK opens the KEK of ks, which lives at location (a file path or a
+// store URL): the override in o if set, else ks.KEK. Relative local KEK
+// paths resolve against a keyset file's directory; a keyset in a
+// replicated store needs an absolute path or an environment variable.
+func OpenKEK(ctx context.Context, ks *Keyset, location string, o *LoadOptions) (backends.KEK, error) {
 	url, reg := ks.KEK, backends.Default
 	if o != nil && o.KEK != "" {
 		url = o.KEK
@@ -49,31 +53,60 @@ func OpenKEK(ctx context.Context, ks *Keyset, path string, o *LoadOptions) (back
 	if o != nil && o.Backends != nil {
 		reg = o.Backends
 	}
-	return reg.Open(ctx, url, backends.RelativeTo(KeysetDir(path)))
+	return reg.Open(ctx, url, kekDir(location))
 }
 
-// LoadFile reads the keyset at path, unwraps every key that may open
+func kekDir(location string) backends.OpenOption {
+	if stores.IsURL(location) {
+		if path, ok := strings.CutPrefix(location, "file://"); ok {
+			return backends.RelativeTo(KeysetDir(path))
+		}
+		return backends.AbsoluteOnly()
+	}
+	return backends.RelativeTo(KeysetDir(location))
+}
+
+// OpenStore opens the store at location with o's registry.
+func OpenStore(ctx context.Context, location string, o *LoadOptions) (stores.Store, error) {
+	reg := stores.Default
+	if o != nil && o.Stores != nil {
+		reg = o.Stores
+	}
+	return reg.Open(ctx, location)
+}
+
+// LoadFile reads the keyset at location (a file path, or a store URL such
+// as vault-kv://... or redis://...), unwraps every key that may open
 // tokens (retired keys stay wrapped), and returns the snapshot. A keyset
 // with no active key whose activation has passed is an error here, not a
 // surprise at the first Seal.
-func LoadFile(ctx context.Context, path string, o *LoadOptions) (*Snapshot, *Keyset, error) {
-	l := &Loader{Path: path}
+func LoadFile(ctx context.Context, location string, o *LoadOptions) (*Snapshot, *Keyset, error) {
+	l := &Loader{Path: location}
 	if o != nil {
 		l.Options = *o
 	}
-	data, err := os.ReadFile(path)
+	s, err := l.openStore(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("keyring: %w", err)
+		return nil, nil, err
+	}
+	data, _, err := s.Read(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("keyring: %s: %w", s, err)
 	}
 	return l.load(ctx, data)
 }
 
-// A Loader keeps a Ring in step with a keyset file. Load it once, then
-// call Reload, or Run to poll. A keyset that cannot be read, parsed or
-// unwrapped never replaces the ring's keys: the last good snapshot keeps
-// serving and the error goes to slog and OnError.
+// A Loader keeps a Ring in step with a keyset in a store. Load it once,
+// then call Reload, or Run to follow changes. A keyset that cannot be
+// read, parsed, authenticated or unwrapped never replaces the ring's keys:
+// the last good snapshot keeps serving and the error goes to slog and
+// OnError.
 type Loader struct {
-	Path    string
+	// Path is the keyset's location: a file path, or a store URL
+	// (vault-kv://..., redis://...) that Options.Stores opens.
+	Path string
+	// Store, if set, is used instead of opening Path.
+	Store   stores.Store
 	Options LoadOptions
 	// Logger receives reload events; nil means slog.Default().
 	Logger *slog.Logger
@@ -83,8 +116,9 @@ type Loader struct {
 	mu       sync.Mutex
 	ring     *Ring
 	current  *Keyset
-	last     []byte              // the file as last loaded
-	failed   []byte              // the file as it last failed to load for good
+	rev      string              // the store's revision as last read
+	last     []byte              // the document as last loaded
+	failed   []byte              // the document as it last failed to load for good
 	reported string              // the last failure reported
 	cache    map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
 }
@@ -95,14 +129,33 @@ type cacheKey struct {
 	wrapped     string
 }
 
+func (l *Loader) openStore(ctx context.Context) (stores.Store, error) {
+	if l.Store == nil {
+		s, err := OpenStore(ctx, l.Path, &l.Options)
+		if err != nil {
+			return nil, fmt.Errorf("keyring: %w", err)
+		}
+		l.Store = s
+	}
+	if l.Path == "" {
+		l.Path = l.Store.String()
+	}
+	return l.Store, nil
+}
+
 // Load reads the keyset and returns a ring holding it. It fails if the
-// first load fails.
+// first load fails: a store or KMS that does not answer, or a keyset that
+// does not load, is an error naming it.
 func (l *Loader) Load(ctx context.Context) (*Ring, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	data, err := os.ReadFile(l.Path)
+	s, err := l.openStore(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
+		return nil, err
+	}
+	data, rev, err := s.Read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: %s: %w", s, err)
 	}
 	snap, ks, err := l.load(ctx, data)
 	if err != nil {
@@ -112,7 +165,7 @@ func (l *Loader) Load(ctx context.Context) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.ring, l.current, l.last = ring, ks, data
+	l.ring, l.current, l.last, l.rev = ring, ks, data, rev
 	return ring, nil
 }
 
@@ -128,13 +181,22 @@ func (l *Loader) Reload(ctx context.Context) error {
 	return l.reload(ctx, true)
 }
 
-// Run polls the keyset file every interval until ctx is done. A poll
-// reads the file (a few kilobytes) and parses it only if its bytes
-// changed; file times are too coarse to tell two quick edits apart. Keys
-// are unwrapped only when their wrapped bytes changed.
+// Run follows the keyset until ctx is done. It polls every interval,
+// and, where the store can tell of a change (stores.Watcher: Redis
+// publishes one on every write), reloads as soon as it is told; polling
+// goes on beside, in case the notification is lost. A poll asks a store
+// that has a cheap revision check (stores.Revisioner: Vault KV's
+// metadata) for it and reads only on a change; otherwise it reads the
+// document (a few kilobytes) and parses it only if its bytes changed
+// (file times are too coarse to tell two quick edits apart). Keys are
+// unwrapped only when their wrapped bytes changed.
 func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return errors.New("keyring: poll interval must be positive")
+	}
+	var changed <-chan struct{}
+	if w, ok := l.Store.(stores.Watcher); ok {
+		changed = w.Watch(ctx)
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -143,29 +205,46 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-			l.mu.Lock()
-			if l.ring != nil {
-				l.reload(ctx, false) // reported inside
+		case _, ok := <-changed:
+			if !ok {
+				changed = nil // the watch ended: polling carries on
 			}
-			l.mu.Unlock()
 		}
+		l.mu.Lock()
+		if l.ring != nil {
+			l.reload(ctx, false) // reported inside
+		}
+		l.mu.Unlock()
 	}
 }
 
-// reload reads the file once. A poll (not forced) skips bytes it has
-// already loaded, or that failed for good (they do not parse or
-// authenticate). Bytes that failed on a KMS call are tried again at every
-// poll, since the KMS may come back. A failure is reported once, until
-// the next success or another failure, not at every tick; Reload reports
-// every time.
+// reload reads the keyset once. A poll (not forced) skips a revision or
+// bytes it has already loaded, or bytes that failed for good (they do not
+// parse or authenticate). Bytes that failed on a KMS call are tried again
+// at every poll, since the KMS may come back. A failure is reported once,
+// until the next success or another failure, not at every tick; Reload
+// reports every time.
 func (l *Loader) reload(ctx context.Context, force bool) error {
-	data, err := os.ReadFile(l.Path)
+	if r, ok := l.Store.(stores.Revisioner); ok && !force && l.failed == nil {
+		rev, err := r.Revision(ctx)
+		if err != nil {
+			err = fmt.Errorf("keyring: %s: %w", l.Store, err)
+			l.fail(err, force)
+			return err
+		}
+		if rev == l.rev {
+			l.reported = "" // the store answers again
+			return nil
+		}
+	}
+	data, rev, err := l.Store.Read(ctx)
 	if err != nil {
-		err = fmt.Errorf("keyring: %w", err)
+		err = fmt.Errorf("keyring: %s: %w", l.Store, err)
 		l.fail(err, force)
 		return err
 	}
 	if !force && (bytes.Equal(data, l.last) || l.failed != nil && bytes.Equal(data, l.failed)) {
+		l.rev = rev
 		return nil
 	}
 	snap, ks, err := l.load(ctx, data)
@@ -186,7 +265,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 		l.fail(err, force)
 		return err
 	}
-	l.last, l.failed, l.reported = data, nil, ""
+	l.last, l.failed, l.reported, l.rev = data, nil, "", rev
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
 	}
@@ -208,21 +287,6 @@ func (l *Loader) fail(err error, force bool) {
 	l.report(err)
 }
 
-// A transientError is a failed KMS call: the KMS unreachable, throttling,
-// a timeout. The same keyset may load once the KMS answers again.
-type transientError struct{ error }
-
-func (e transientError) Unwrap() error { return e.error }
-
-// transient marks err as transient unless the KMS answered that the bytes
-// do not unwrap, which no retry changes.
-func transient(err error) error {
-	if errors.Is(err, backends.ErrUnwrap) || errors.Is(err, ErrUnauthenticated) {
-		return err
-	}
-	return transientError{err}
-}
-
 func (l *Loader) report(err error) {
 	l.logger().Error("stateseal keyset reload failed; keeping the last good keys", "path", l.Path, "err", err)
 	if l.OnError != nil {
@@ -235,81 +299,4 @@ func (l *Loader) logger() *slog.Logger {
 		return l.Logger
 	}
 	return slog.Default()
-}
-
-// load parses, unwraps and checks the keyset in data, read from l.Path.
-func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, error) {
-	ks, err := ParseKeyset(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
-	}
-	kek, err := OpenKEK(ctx, ks, l.Path, &l.Options)
-	if err != nil {
-		return nil, nil, transient(fmt.Errorf("keyring: keyset %s: %w", ks.ID, err))
-	}
-	kekURL := ks.KEK
-	if l.Options.KEK != "" {
-		kekURL = l.Options.KEK
-	}
-	// The authentication key is cached like the data keys, under the id 0
-	// no key has: an unchanged keyset costs no KMS call to reload.
-	next := map[cacheKey][]byte{}
-	ak := cacheKey{ks.ID, kekURL, 0, string(ks.Auth.Wrapped)}
-	authKey, ok := l.cache[ak]
-	if !ok {
-		if authKey, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, kek) }); err != nil {
-			return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.Path))
-		}
-	}
-	if err := ks.verifyWith(authKey); err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
-	}
-	next[ak] = authKey
-	var keys []Key
-	for _, sk := range ks.Keys {
-		if sk.State == Retired {
-			continue
-		}
-		ck := cacheKey{ks.ID, kekURL, sk.ID, string(sk.Wrapped)}
-		m, ok := l.cache[ck]
-		if !ok {
-			m, err = unwrapShared(ctx, ck, func() ([]byte, error) {
-				k, err := ks.UnwrapKey(ctx, kek, sk)
-				return k.Material, err
-			})
-			if err != nil {
-				return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.Path))
-			}
-		}
-		next[ck] = m
-		keys = append(keys, Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State,
-			Created: sk.Created, Activation: sk.Activation, Material: bytes.Clone(m)})
-	}
-	snap, err := NewSnapshot(keys)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.Path)
-	}
-	if _, err := snap.Primary(l.Options.now()); err != nil {
-		return nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.Path, err)
-	}
-	p := ks.Policy
-	snap.policy, snap.version = &p, ks.Version
-	l.cache = next
-	return snap, ks, nil
-}
-
-// unwraps lets concurrent loads of one keyset (several Loaders in one
-// process, or LoadFile calls racing at start) share each KMS call.
-var unwraps singleflight.Group
-
-func unwrapShared(ctx context.Context, ck cacheKey, unwrap func() ([]byte, error)) ([]byte, error) {
-	v, err, _ := unwraps.Do(fmt.Sprintf("%q %q %d %x", ck.keyset, ck.kek, ck.id, ck.wrapped), func() (any, error) {
-		return unwrap()
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Every caller gets its own copy: the snapshot clears nothing, but a
-	// shared slice must not be written by one and read by another.
-	return bytes.Clone(v.([]byte)), nil
 }

@@ -2,12 +2,14 @@ package rotation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/stores"
 )
 
 // Options configure every operation. The zero value is usable.
@@ -17,6 +19,9 @@ type Options struct {
 	KEK string
 	// Backends opens KEKs; nil means backends.Default.
 	Backends *backends.Registry
+	// Stores opens a keyset location that is a URL; nil means
+	// stores.Default.
+	Stores *stores.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives what the operations did; nil means slog.Default().
@@ -41,7 +46,14 @@ func (o *Options) loadOptions() *keyring.LoadOptions {
 	if o == nil {
 		return nil
 	}
-	return &keyring.LoadOptions{KEK: o.KEK, Backends: o.Backends, Now: o.Now}
+	return &keyring.LoadOptions{KEK: o.KEK, Backends: o.Backends, Stores: o.Stores, Now: o.Now}
+}
+
+func (o *Options) backends() *backends.Registry {
+	if o == nil {
+		return nil
+	}
+	return o.Backends
 }
 
 // A Result says what an edit did.
@@ -51,23 +63,29 @@ type Result struct {
 	Warnings []string        // things an operator should know; the edit was made
 }
 
-// edit reads the keyset at path, checks its authentication under its KEK,
-// applies fn to a copy, authenticates the result and writes it with the
-// next version. A keyset changed without the KEK is never edited: an edit
-// would authenticate whatever was changed (a retired key revived, say).
-// fn gets the opened KEK; a Rewrap that changes ks.KEK authenticates the
-// result under the new one.
-func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
-	cur, err := keyring.ReadKeysetFile(path)
+// edit reads the keyset at location (a file path or a store URL), checks
+// its authentication under its KEK, applies fn to a copy, authenticates
+// the result and writes it with the next version, compare-and-swap on the
+// store's revision. A keyset changed without the KEK is never edited: an
+// edit would authenticate whatever was changed (a retired key revived,
+// say). fn gets the opened KEK; a Rewrap that changes ks.KEK
+// authenticates the result under the new one.
+func edit(ctx context.Context, location string, o *Options, fn func(ks *keyring.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
+	lo := o.loadOptions()
+	s, err := keyring.OpenStore(ctx, location, lo)
 	if err != nil {
 		return Result{}, err
 	}
-	kek, err := keyring.OpenKEK(ctx, cur, path, o.loadOptions())
+	cur, rev, err := keyring.ReadKeyset(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	kek, err := keyring.OpenKEK(ctx, cur, location, lo)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
 	}
 	if err := cur.Verify(ctx, kek); err != nil {
-		return Result{}, fmt.Errorf("rotation: %w (in %s)", err, path)
+		return Result{}, fmt.Errorf("rotation: %w (in %s)", err, s)
 	}
 	ks := cur.Clone()
 	res, err := fn(ks, kek)
@@ -77,28 +95,41 @@ func edit(ctx context.Context, path string, o *Options, fn func(ks *keyring.Keys
 	ks.Version = cur.Version + 1
 	signer := kek
 	if ks.KEK != cur.KEK {
-		if signer, err = openKEK(ctx, ks.KEK, path, o); err != nil {
+		if signer, err = openKEK(ctx, ks.KEK, location, o); err != nil {
 			return Result{}, err
 		}
 	}
 	if err := ks.Authenticate(ctx, signer); err != nil {
 		return Result{}, err
 	}
-	if err := keyring.WriteKeysetFile(path, ks); err != nil {
+	if _, err := keyring.WriteKeyset(ctx, s, ks, rev); err != nil {
 		return Result{}, err
 	}
 	res.Keyset = ks
 	return res, nil
 }
 
-// openKEK opens the KEK at url, with relative local paths resolved against
-// the keyset's directory.
-func openKEK(ctx context.Context, url, path string, o *Options) (backends.KEK, error) {
-	reg := backends.Default
-	if o != nil && o.Backends != nil {
-		reg = o.Backends
+// retries bounds editRetry.
+const retries = 5
+
+// editRetry is edit for operations that decide again on the keyset they
+// edit (promote, demote, retire, prune, rewrap): when another writer got
+// there first, doing the edit again on its keyset is what the operator
+// asked for, so a lost compare-and-swap is retried. Rotate is not: a
+// second rotation would add a second key.
+func editRetry(ctx context.Context, location string, o *Options, fn func(ks *keyring.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
+	for i := 0; ; i++ {
+		res, err := edit(ctx, location, o, fn)
+		if !errors.Is(err, keyring.ErrConflict) || i == retries-1 {
+			return res, err
+		}
+		o.logger().Info("stateseal keyset changed during an edit; editing again", "keyset", location)
 	}
-	k, err := reg.Open(ctx, url, backends.RelativeTo(keyring.KeysetDir(path)))
+}
+
+// openKEK opens the KEK at url for the keyset at location.
+func openKEK(ctx context.Context, url, location string, o *Options) (backends.KEK, error) {
+	k, err := keyring.OpenKEK(ctx, &keyring.Keyset{KEK: url}, location, &keyring.LoadOptions{Backends: o.backends()})
 	if err != nil {
 		return nil, fmt.Errorf("rotation: %w", err)
 	}
@@ -107,7 +138,7 @@ func openKEK(ctx context.Context, url, path string, o *Options) (backends.KEK, e
 
 // editKey is edit for an operation on one key that is not retired.
 func editKey(ctx context.Context, path string, id uint32, o *Options, fn func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error)) (Result, error) {
-	return edit(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+	return editRetry(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
 		k, err := find(ks, id)
 		if err != nil {
 			return Result{}, err

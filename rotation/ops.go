@@ -35,7 +35,11 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		return Result{}, err
 	}
-	if err := keyring.WriteKeysetFile(path, ks); err != nil {
+	s, err := keyring.OpenStore(ctx, path, o.loadOptions())
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := keyring.WriteKeyset(ctx, s, ks, ""); err != nil {
 		return Result{}, err
 	}
 	o.logger().Info("stateseal keyset created", "path", path, "keyset", ks.ID, "key", keyring.FormatID(sk.ID), "algorithm", alg)
@@ -152,14 +156,18 @@ func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, er
 // rejected; pruning only shortens the file. With no retired key it writes
 // nothing and says so in a warning.
 func Prune(ctx context.Context, path string, o *Options) (Result, error) {
-	cur, err := keyring.ReadKeysetFile(path)
+	s, err := keyring.OpenStore(ctx, path, o.loadOptions())
+	if err != nil {
+		return Result{}, err
+	}
+	cur, _, err := keyring.ReadKeyset(ctx, s)
 	if err != nil {
 		return Result{}, err
 	}
 	if !slices.ContainsFunc(cur.Keys, func(k keyring.StoredKey) bool { return k.State == keyring.Retired }) {
 		return Result{Keyset: cur, Warnings: []string{"no retired key to prune; nothing written"}}, nil
 	}
-	return edit(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+	return editRetry(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
 		ks.Keys = slices.DeleteFunc(ks.Keys, func(k keyring.StoredKey) bool { return k.State == keyring.Retired })
 		return Result{}, nil
 	})
@@ -170,7 +178,7 @@ func Prune(ctx context.Context, path string, o *Options) (Result, error) {
 // is unwrapped with the old KEK first: a key that does not unwrap stops the
 // rewrap and nothing is written.
 func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error) {
-	return edit(ctx, path, o, func(ks *keyring.Keyset, old backends.KEK) (Result, error) {
+	return editRetry(ctx, path, o, func(ks *keyring.Keyset, old backends.KEK) (Result, error) {
 		next, err := openKEK(ctx, newKEK, path, o)
 		if err != nil {
 			return Result{}, fmt.Errorf("new KEK: %w", err)

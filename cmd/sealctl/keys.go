@@ -14,6 +14,7 @@ import (
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
+	"github.com/stateseal/stateseal/stores"
 )
 
 // quiet drops the library's logs: the CLI reports for itself.
@@ -38,10 +39,10 @@ func newInit(p *paths) *cobra.Command {
 			if err := pol.Validate(); err != nil {
 				return usageError{err}
 			}
-			if _, err := os.Stat(path); err == nil {
+			if _, err := os.Stat(path); err == nil && !stores.IsURL(path) {
 				return fmt.Errorf("%s already exists; not overwriting it", path)
 			}
-			created, err := createLocalKEK(kek, filepath.Dir(path))
+			created, err := createLocalKEK(kek, path)
 			if err != nil {
 				return err
 			}
@@ -70,11 +71,19 @@ func newInit(p *paths) *cobra.Command {
 }
 
 // createLocalKEK writes a new local KEK file if kek names one that does
-// not exist, and returns its path.
-func createLocalKEK(kek, dir string) (string, error) {
+// not exist, and returns its path. A relative path is relative to a keyset
+// file's directory; a keyset in a store has none.
+func createLocalKEK(kek, keyset string) (string, error) {
 	u, err := url.Parse(kek)
 	if err != nil || u.Scheme != "local" {
 		return "", nil
+	}
+	dir := filepath.Dir(keyset)
+	if stores.IsURL(keyset) {
+		dir = ""
+		if p, _, _ := backends.LocalSource(u, ""); p != "" && !filepath.IsAbs(p) {
+			return "", usageError{fmt.Errorf("a keyset in a store needs an absolute local KEK path or local://env/NAME, not %s", kek)}
+		}
 	}
 	path, env, err := backends.LocalSource(u, dir)
 	if err != nil || env != "" {
@@ -175,9 +184,9 @@ func newPrune(p *paths) *cobra.Command {
 		Short: "Remove retired keys from the keyset",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			before, err := keyring.ReadKeysetFile(p.keysetPath())
+			before, err := p.readKeyset(cmd.Context())
 			if err != nil {
-				return p.inFile(err)
+				return err
 			}
 			res, err := rotation.Prune(cmd.Context(), p.keysetPath(), p.options())
 			if err != nil {
@@ -204,16 +213,16 @@ func newRewrap(p *paths) *cobra.Command {
 			if to == "" {
 				// The same KEK: each key moves to its newest version (after
 				// a Vault transit or Cloud KMS rotation, say).
-				ks, err := keyring.ReadKeysetFile(p.keysetPath())
+				ks, err := p.readKeyset(cmd.Context())
 				if err != nil {
-					return p.inFile(err)
+					return err
 				}
 				to = ks.KEK
 				if u := p.kekURL(); u != "" {
 					to = u
 				}
 			}
-			created, err := createLocalKEK(to, filepath.Dir(p.keysetPath()))
+			created, err := createLocalKEK(to, p.keysetPath())
 			if err != nil {
 				return err
 			}

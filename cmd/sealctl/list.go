@@ -44,9 +44,9 @@ func newList(p *paths) *cobra.Command {
 		Short: "List the keyset's keys (no key is unwrapped)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ks, err := keyring.ReadKeysetFile(p.keysetPath())
+			ks, err := p.readKeyset(cmd.Context())
 			if err != nil {
-				return p.inFile(err)
+				return err
 			}
 			out := describe(ks, time.Now())
 			if asJSON {
@@ -108,9 +108,9 @@ func newVerify(p *paths) *cobra.Command {
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := p.keysetPath()
-			ks, err := keyring.ReadKeysetFile(path)
+			ks, err := p.readKeyset(cmd.Context())
 			if err != nil {
-				return p.inFile(err)
+				return err
 			}
 			kek, err := keyring.OpenKEK(cmd.Context(), ks, path, p.loadOptions())
 			if err != nil {

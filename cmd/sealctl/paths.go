@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
+	"github.com/stateseal/stateseal/stores"
 )
 
 // The keyset and KEK are found the way git finds its repository: in the
@@ -29,7 +32,7 @@ type paths struct {
 }
 
 func (p *paths) register(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&p.keyset, "keyset", "", "keyset file (default $"+envKeyset+", else ./"+defaultKeyset+")")
+	cmd.PersistentFlags().StringVar(&p.keyset, "keyset", "", "keyset file or store URL (vault-kv://..., redis://...; default $"+envKeyset+", else ./"+defaultKeyset+")")
 	cmd.PersistentFlags().StringVar(&p.kek, "kek", "", "KEK URL, overriding the keyset's (default $"+envKEK+")")
 }
 
@@ -58,20 +61,29 @@ func (p *paths) loadOptions() *keyring.LoadOptions {
 	return &keyring.LoadOptions{KEK: p.kekURL()}
 }
 
-// inFile names the keyset file in an error, unless it already does, and
-// says what to do when there is no keyset at all.
+// inFile names the keyset in an error, unless it already does, and says
+// what to do when there is no keyset at all.
 func (p *paths) inFile(err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		if errors.Is(err, fs.ErrNotExist) && pe.Path == p.keysetPath() {
-			return fmt.Errorf("no keyset at %s: create one with 'sealctl init', or name one with --keyset or $%s", pe.Path, envKeyset)
-		}
+	if errors.Is(err, stores.ErrNotFound) {
+		return fmt.Errorf("no keyset at %s: create one with 'sealctl init', or name one with --keyset or $%s", backends.Redact(p.keysetPath()), envKeyset)
+	}
+	if strings.Contains(err.Error(), backends.Redact(p.keysetPath())) {
 		return err
 	}
-	return fmt.Errorf("%s: %w", p.keysetPath(), err)
+	return fmt.Errorf("%s: %w", backends.Redact(p.keysetPath()), err)
+}
+
+// readKeyset reads the keyset without unwrapping anything.
+func (p *paths) readKeyset(ctx context.Context) (*keyring.Keyset, error) {
+	s, err := keyring.OpenStore(ctx, p.keysetPath(), p.loadOptions())
+	if err != nil {
+		return nil, err
+	}
+	ks, _, err := keyring.ReadKeyset(ctx, s)
+	return ks, p.inFile(err)
 }
 
 func parseKeyID(s string) (uint32, error) {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package keyring
+package stores
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 func lockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("keyring: lock: %w", err)
+		return nil, fmt.Errorf("stores: lock: %w", err)
 	}
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
@@ -24,7 +24,7 @@ func lockFile(path string) (func(), error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("keyring: lock %s: %w", path, err)
+		return nil, fmt.Errorf("stores: lock %s: %w", path, err)
 	}
 	return func() {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)

@@ -1,4 +1,4 @@
-package keyring
+package stores
 
 import (
 	"errors"
@@ -14,15 +14,15 @@ func keepOwnership(f *os.File, path string) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := f.Chmod(0o600); err != nil {
-			return fmt.Errorf("keyring: %w", err)
+			return fmt.Errorf("stores: %w", err)
 		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("keyring: %w", err)
+		return fmt.Errorf("stores: %w", err)
 	}
 	if err := f.Chmod(fi.Mode().Perm()); err != nil {
-		return fmt.Errorf("keyring: %w", err)
+		return fmt.Errorf("stores: %w", err)
 	}
 	want, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -30,14 +30,14 @@ func keepOwnership(f *os.File, path string) error {
 	}
 	tmp, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("keyring: %w", err)
+		return fmt.Errorf("stores: %w", err)
 	}
 	have := tmp.Sys().(*syscall.Stat_t)
 	if have.Uid == want.Uid && have.Gid == want.Gid {
 		return nil
 	}
 	if err := f.Chown(int(want.Uid), int(want.Gid)); err != nil {
-		return fmt.Errorf("keyring: %s belongs to uid %d, gid %d, and this process cannot give the new version the same (%w); "+
+		return fmt.Errorf("stores: %s belongs to uid %d, gid %d, and this process cannot give the new version the same (%w); "+
 			"nothing was written: run as that user or a member of that group, or change the file's owner first", path, want.Uid, want.Gid, err)
 	}
 	return nil

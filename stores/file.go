@@ -1,0 +1,182 @@
+package stores
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// A File is a keyset in a file on this host. Its revision is the SHA-256
+// of the file's bytes. Writers on one host serialize on an advisory lock
+// (the file's name + ".lock"); a write is atomic (temporary file in the
+// same directory, fsync, rename, fsync of the directory), so a crash
+// leaves the old document or the new one, whole.
+//
+// A path reached through symbolic links (as Kubernetes mounts secrets and
+// config maps) is written where the links finally point: the lock and the
+// temporary file go beside that file, and the links stay. A write keeps
+// the file's mode, owner and group (a new file is mode 0600); if it cannot
+// keep them, it writes nothing.
+type File struct {
+	path string
+}
+
+// NewFile returns the file store at path.
+func NewFile(path string) *File { return &File{path: path} }
+
+// String is the file's path.
+func (f *File) String() string { return f.path }
+
+// Path is the file's path as given.
+func (f *File) Path() string { return f.path }
+
+// Dir is the directory that relative paths in the keyset (a local KEK
+// file) resolve against: that of the file the path finally names.
+func (f *File) Dir() string {
+	if real, err := filepath.EvalSymlinks(f.path); err == nil {
+		return filepath.Dir(real)
+	}
+	return filepath.Dir(f.path)
+}
+
+func revision(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// MaxSize bounds a keyset document in any store: a keyset holds a handful
+// of keys, and a larger document is a mistake or an attack.
+const MaxSize = 1 << 20
+
+// Read returns the file's bytes and their SHA-256.
+func (f *File) Read(context.Context) ([]byte, string, error) {
+	data, err := readFile(f.path)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, revision(data), nil
+}
+
+func readFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("stores: %s is %d bytes, over the %d-byte limit", path, len(data), MaxSize)
+	}
+	return data, nil
+}
+
+// Write replaces the file if its bytes still hash to rev ("": if it does
+// not exist).
+func (f *File) Write(_ context.Context, data []byte, rev string) (string, error) {
+	path, err := resolve(f.path)
+	if err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	cur, err := readFile(path)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if rev != "" {
+			return "", fmt.Errorf("%w: %s no longer exists", ErrConflict, path)
+		}
+	case err != nil:
+		return "", err
+	case rev == "":
+		return "", fmt.Errorf("%w: %s already exists", ErrConflict, path)
+	case revision(cur) != rev:
+		return "", fmt.Errorf("%w: %s was written since it was read", ErrConflict, path)
+	}
+	removeStaleTemps(path)
+	if err := writeAtomic(path, data); err != nil {
+		return "", err
+	}
+	return revision(data), nil
+}
+
+// resolve follows symbolic links to the file path finally names, which
+// need not exist yet (its directory must).
+func resolve(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		return real, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("stores: %w", err)
+	}
+	// A dangling link names a file to create; follow it by hand.
+	for range 40 {
+		target, lerr := os.Readlink(path)
+		if lerr != nil {
+			return path, nil // not a link: a new file
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return "", fmt.Errorf("stores: %s: too many levels of symbolic links", path)
+}
+
+// removeStaleTemps deletes temporary files that writers killed mid-write
+// left behind. It runs under the lock, so no live writer owns one.
+func removeStaleTemps(path string) {
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp"))
+	for _, f := range stale {
+		os.Remove(f)
+	}
+}
+
+func writeAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("stores: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = keepOwnership(f, path); err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("stores: writing %s: %w", tmp, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("stores: syncing %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("stores: %w", err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("stores: %w", err)
+	}
+	// The rename is durable only once the directory entry is.
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("stores: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("stores: syncing %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+// Package stores holds keysets: the file on one host, or a replicated
+// store (Vault KV version 2, Redis) that a fleet on many hosts shares.
+// It is the sibling of package backends: backends wrap the data keys,
+// stores keep the keyset document.
+//
+// A [Store] reads the document with its revision and writes it with
+// compare-and-swap on that revision, so that two writers on any hosts
+// cannot both win. [Open] picks the store by a location's URL scheme from
+// a [Registry]; a location that is not a URL is a file path. The file
+// store is always registered; importing stores/vaultkv or stores/redis
+// registers theirs. Package keyring loads keysets from stores and package
+// rotation edits them; neither needs to know which kind it has.
+package stores
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/stateseal/stateseal/backends"
+)
+
+// A Store holds one keyset document. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Read returns the document and its revision, an opaque string that
+	// changes with every write. A store with no document returns an error
+	// matching ErrNotFound.
+	Read(ctx context.Context) (data []byte, rev string, err error)
+	// Write replaces the document if the store still holds revision rev
+	// ("" meaning no document), and returns the new revision. Otherwise
+	// it returns an error matching ErrConflict and writes nothing.
+	Write(ctx context.Context, data []byte, rev string) (string, error)
+	// String names the store for errors and logs, credentials redacted.
+	String() string
+}
+
+// A Watcher is a Store that can tell when its document changes. Watch
+// returns a channel that receives after every change (changes may be
+// coalesced, and a signal may come for no change); it is closed when ctx
+// is done. Signals are a hint: a loader still polls, since a
+// subscription can drop unnoticed.
+type Watcher interface {
+	Watch(ctx context.Context) <-chan struct{}
+}
+
+// A Revisioner is a Store that can return its current revision more
+// cheaply than Read: a loader polls it and reads only on a change.
+type Revisioner interface {
+	Revision(ctx context.Context) (string, error)
+}
+
+var (
+	// ErrConflict reports a compare-and-swap write that lost: the store
+	// no longer holds the revision the edit started from. Nothing was
+	// written; read again and redo the edit.
+	ErrConflict = errors.New("keyset changed since it was read")
+	// ErrNotFound reports a store that holds no keyset.
+	ErrNotFound = errors.New("no keyset")
+)
+
+// An Opener opens the store a URL names.
+type Opener func(ctx context.Context, u *url.URL) (Store, error)
+
+// A Registry maps URL schemes to openers.
+type Registry struct {
+	mu      sync.RWMutex
+	openers map[string]Opener
+}
+
+// Default is the registry Open uses. It has the file store.
+var Default = new(Registry)
+
+func init() {
+	Default.Register("file", func(_ context.Context, u *url.URL) (Store, error) {
+		if u.Host != "" {
+			return nil, fmt.Errorf("stores: %s: a file URL names no host (file:///abs/path)", u.Redacted())
+		}
+		return NewFile(u.Path), nil
+	})
+}
+
+// Register makes scheme open with o. It panics if the scheme is taken.
+func (r *Registry) Register(scheme string, o Opener) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.openers == nil {
+		r.openers = map[string]Opener{}
+	}
+	if _, dup := r.openers[scheme]; dup {
+		panic("stores: scheme " + scheme + " registered twice")
+	}
+	r.openers[scheme] = o
+}
+
+func (r *Registry) schemes() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var s []string
+	for k := range r.openers {
+		s = append(s, k)
+	}
+	sort.Strings(s)
+	return s
+}
+
+// IsURL reports whether location names a store by URL (scheme://...)
+// rather than a file path.
+func IsURL(location string) bool {
+	i := strings.Index(location, "://")
+	return i > 0 && !strings.ContainsAny(location[:i], "/\\.")
+}
+
+// Open opens the store at location: a URL whose scheme is registered, or
+// else a file path.
+func (r *Registry) Open(ctx context.Context, location string) (Store, error) {
+	if !IsURL(location) {
+		return NewFile(location), nil
+	}
+	u, err := url.Parse(location)
+	if err != nil {
+		return nil, fmt.Errorf("stores: keyset URL %s does not parse", backends.Redact(location))
+	}
+	r.mu.RLock()
+	o := r.openers[u.Scheme]
+	r.mu.RUnlock()
+	if o == nil {
+		return nil, fmt.Errorf("stores: keyset URL %s: no store for scheme %q (registered: %s)", backends.Redact(location), u.Scheme, strings.Join(r.schemes(), ", "))
+	}
+	return o(ctx, u)
+}
+
+// Open opens location with the Default registry.
+func Open(ctx context.Context, location string) (Store, error) {
+	return Default.Open(ctx, location)
+}
