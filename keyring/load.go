@@ -181,6 +181,9 @@ func (l *Loader) Reload(ctx context.Context) error {
 	return l.reload(ctx, true)
 }
 
+// pollTimeout bounds one poll of Run.
+const pollTimeout = 30 * time.Second
+
 // Run follows the keyset until ctx is done. It polls every interval,
 // and, where the store can tell of a change (stores.Watcher: Redis
 // publishes one on every write), reloads as soon as it is told; polling
@@ -212,7 +215,10 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 		}
 		l.mu.Lock()
 		if l.ring != nil {
-			l.reload(ctx, false) // reported inside
+			// A store or KMS that hangs must not hold the loader forever.
+			c, cancel := context.WithTimeout(ctx, pollTimeout)
+			l.reload(c, false) // reported inside
+			cancel()
 		}
 		l.mu.Unlock()
 	}

@@ -17,13 +17,16 @@ import (
 
 // TestKMSScripts runs the scripts in testdata/kms against real servers:
 // local-kms for AWS KMS, a Vault dev server for transit, and the Cloud KMS
-// test server. Each script gets $AWSKMS_URL, $VAULT_URL and $GCPKMS_URL,
-// a fresh key in each, and the environment their clients read.
+// test server, and Redis and Vault KV v2 as keyset stores. Each script gets
+// $AWSKMS_URL, $VAULT_URL and $GCPKMS_URL, a fresh key in each,
+// $REDIS_KEYSET and $VAULTKV_KEYSET, empty stores, and the environment
+// their clients read.
 func TestKMSScripts(t *testing.T) {
 	ctx := context.Background()
 	lk := testservers.StartLocalKMS(t, "")
 	v := testservers.StartVault(t)
 	g := testservers.StartGCPKMS(t)
+	r := testservers.StartRedis(t)
 	vc, err := api.NewClient(&api.Config{Address: v.URL()})
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +56,8 @@ func TestKMSScripts(t *testing.T) {
 			env.Setenv("AWSKMS_URL", fmt.Sprintf("awskms://%s?region=%s&endpoint=%s", *out.KeyMetadata.KeyId, lk.Region, url.QueryEscape(lk.Endpoint())))
 			env.Setenv("VAULT_URL", "vault://transit/keys/"+name)
 			env.Setenv("VAULT_KEY", name)
+			env.Setenv("REDIS_KEYSET", r.URL()+"?key=stateseal:"+name)
+			env.Setenv("VAULTKV_KEYSET", "vault-kv://secret/stateseal/"+name)
 			env.Setenv("GCPKMS_URL", fmt.Sprintf("gcpkms://%s?endpoint=%s&insecure=1", g.NewKey("ring", name), g.Addr))
 			for _, kv := range [][2]string{
 				{"AWS_ACCESS_KEY_ID", "local-kms-test"}, {"AWS_SECRET_ACCESS_KEY", "local-kms-test"},

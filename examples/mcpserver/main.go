@@ -34,6 +34,10 @@ import (
 	_ "github.com/stateseal/stateseal/backends/awskms"
 	_ "github.com/stateseal/stateseal/backends/gcpkms"
 	_ "github.com/stateseal/stateseal/backends/vault"
+
+	// Every keyset store, so that --keyset takes any store's URL.
+	_ "github.com/stateseal/stateseal/stores/redis"
+	_ "github.com/stateseal/stateseal/stores/vaultkv"
 )
 
 func main() {

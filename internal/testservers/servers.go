@@ -3,19 +3,24 @@ package testservers
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// A Vault is a Vault dev server: in memory, unsealed, with a root token.
+// A Vault is a Vault server with a root token: a dev server (in memory)
+// or, from StartVaultServer, one that keeps its data.
 type Vault struct {
 	*Process
-	Token string
+	Token     string
+	unsealKey string // "" for a dev server
 }
 
 // URL is the server's address as VAULT_ADDR takes it.
@@ -36,11 +41,25 @@ func StartVault(t testing.TB) *Vault {
 	return v
 }
 
-// Restart stops the server and starts it again; a dev server keeps
-// nothing, so the test sets it up anew.
+// Resume starts a stopped server again, unsealed if it keeps its data.
+func (v *Vault) Resume() {
+	v.Start()
+	if v.unsealKey != "" {
+		v.unseal()
+		return
+	}
+	v.waitHealthy()
+}
+
+// Restart stops the server and starts it again. A dev server comes back
+// empty; one from StartVaultServer comes back with its data, unsealed.
 func (v *Vault) Restart() {
 	v.Stop()
 	v.Start()
+	if v.unsealKey != "" {
+		v.unseal()
+		return
+	}
 	v.waitHealthy()
 }
 
@@ -103,18 +122,76 @@ func StartLocalKMS(t testing.TB, seed string) *LocalKMS {
 	return &LocalKMS{Process: p, Region: region}
 }
 
-// A Redis is redis-server with no persistence.
+// A Redis is redis-server.
 type Redis struct{ *Process }
 
 // URL is the server's redis:// URL.
 func (r *Redis) URL() string { return fmt.Sprintf("redis://%s/0", r.Addr()) }
 
-// StartRedis starts redis-server on loopback only.
+// StartRedis starts redis-server on loopback only, with an append-only
+// file synced on every write, so that Restart brings its data back.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
 	bin := findBinary(t, RedisBinary)
 	port := FreePort(t)
 	p := start(t, "redis", bin, port, nil, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
 	return &Redis{Process: p}
+}
+
+// StartVaultServer starts a Vault server that keeps its data in a
+// directory (file storage), initialized with one unseal key and unsealed,
+// so that Restart brings it back with everything written before: what a
+// test of a store going down and coming back needs. A dev server keeps
+// nothing across a restart.
+func StartVaultServer(t testing.TB) *Vault {
+	t.Helper()
+	bin := findBinary(t, VaultBinary)
+	dir := t.TempDir()
+	port := FreePort(t)
+	cfg := filepath.Join(dir, "vault.hcl")
+	os.WriteFile(cfg, fmt.Appendf(nil, `storage "file" { path = %q }
+listener "tcp" {
+  address     = "127.0.0.1:%d"
+  tls_disable = true
+}
+disable_mlock = true
+api_addr      = "http://127.0.0.1:%d"
+`, filepath.Join(dir, "data"), port, port), 0o600)
+	p := start(t, "vault", bin, port, []string{"HOME=" + dir}, "server", "-config="+cfg)
+	v := &Vault{Process: p}
+	var init struct {
+		Keys      []string `json:"keys_base64"`
+		RootToken string   `json:"root_token"`
+	}
+	if err := v.call("PUT", "/v1/sys/init", `{"secret_shares":1,"secret_threshold":1}`, &init); err != nil {
+		t.Fatalf("vault init: %v", err)
+	}
+	v.Token, v.unsealKey = init.RootToken, init.Keys[0]
+	v.unseal()
+	return v
+}
+
+func (v *Vault) unseal() {
+	if err := v.call("PUT", "/v1/sys/unseal", fmt.Sprintf(`{"key":%q}`, v.unsealKey), nil); err != nil {
+		v.t.Fatalf("vault unseal: %v", err)
+	}
+	v.waitHealthy()
+}
+
+func (v *Vault) call(method, path, body string, out any) error {
+	req, _ := http.NewRequest(method, v.URL()+path, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
 }

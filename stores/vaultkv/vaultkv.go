@@ -1,0 +1,144 @@
+// Package vaultkv keeps a keyset in HashiCorp Vault's KV version 2 secrets
+// engine. Importing it registers the "vault-kv" scheme in stores.Default:
+//
+//	import _ "github.com/stateseal/stateseal/stores/vaultkv"
+//
+//	l := &keyring.Loader{Path: "vault-kv://secret/stateseal/keyset"}
+//
+// The URL is vault-kv://MOUNT/PATH: the KV v2 mount and the secret's path.
+// The keyset document is the secret's one field, "keyset". Its revision is
+// the secret's version: writes set options.cas to the version read, so
+// Vault refuses a write that lost a race (stores.ErrConflict), whichever
+// host made it. A loader polls the secret's metadata, which is cheaper
+// than reading the document, and reads only when the version changed.
+//
+// The server and credentials come from the environment, as for the vault
+// backend (package backends/vault): VAULT_ADDR, VAULT_CACERT,
+// VAULT_NAMESPACE, and VAULT_TOKEN or VAULT_ROLE_ID with VAULT_SECRET_ID.
+package vaultkv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/vault/api"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/vault"
+	"github.com/stateseal/stateseal/stores"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "vault-kv"
+
+func init() { stores.Default.Register(Scheme, Opener(nil)) }
+
+// Opener returns an opener for vault-kv URLs whose clients send requests
+// through hc (nil: the Vault client's own).
+func Opener(hc *http.Client) stores.Opener {
+	return func(ctx context.Context, u *url.URL) (stores.Store, error) {
+		return open(ctx, u, hc)
+	}
+}
+
+// A Store is a keyset in a KV v2 secret.
+type Store struct {
+	logical     *api.Logical
+	mount, path string
+	name        string
+}
+
+func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
+	name := backends.Redact(u.String())
+	full := strings.Trim(u.Host+u.Path, "/")
+	mount, path, ok := strings.Cut(full, "/")
+	if !ok || mount == "" || path == "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("vault-kv: %s is not vault-kv://MOUNT/PATH", name)
+	}
+	c, err := vault.Client(ctx, hc)
+	if err != nil {
+		return nil, fmt.Errorf("vault-kv %s: %w", name, err)
+	}
+	return &Store{logical: c.Logical(), mount: mount, path: path, name: name}, nil
+}
+
+// String is the store's URL.
+func (s *Store) String() string { return s.name }
+
+// Read returns the keyset and the secret's version.
+func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
+	sec, err := s.logical.ReadWithContext(ctx, s.mount+"/data/"+s.path)
+	if err != nil {
+		return nil, "", fmt.Errorf("vault-kv %s: read: %w", s.name, err)
+	}
+	if sec == nil || sec.Data["data"] == nil {
+		return nil, "", fmt.Errorf("vault-kv %s: %w", s.name, stores.ErrNotFound)
+	}
+	data, _ := sec.Data["data"].(map[string]any)
+	doc, ok := data["keyset"].(string)
+	if !ok {
+		return nil, "", fmt.Errorf("vault-kv %s: the secret has no \"keyset\" field", s.name)
+	}
+	meta, _ := sec.Data["metadata"].(map[string]any)
+	v, err := version(meta["version"])
+	if err != nil {
+		return nil, "", fmt.Errorf("vault-kv %s: %w", s.name, err)
+	}
+	return []byte(doc), v, nil
+}
+
+func version(v any) (string, error) {
+	switch n := v.(type) {
+	case json.Number:
+		return n.String(), nil
+	case float64:
+		return strconv.FormatInt(int64(n), 10), nil
+	}
+	return "", fmt.Errorf("no version in the answer")
+}
+
+// Revision returns the secret's current version from its metadata.
+func (s *Store) Revision(ctx context.Context) (string, error) {
+	sec, err := s.logical.ReadWithContext(ctx, s.mount+"/metadata/"+s.path)
+	if err != nil {
+		return "", fmt.Errorf("vault-kv %s: metadata: %w", s.name, err)
+	}
+	if sec == nil {
+		return "", nil
+	}
+	return version(sec.Data["current_version"])
+}
+
+// Write stores data as a new version if the secret is still at version
+// rev ("": it must not exist; options.cas 0).
+func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, error) {
+	cas := 0
+	if rev != "" {
+		n, err := strconv.Atoi(rev)
+		if err != nil {
+			return "", fmt.Errorf("vault-kv %s: revision %q is not a version", s.name, rev)
+		}
+		cas = n
+	}
+	sec, err := s.logical.WriteWithContext(ctx, s.mount+"/data/"+s.path, map[string]any{
+		"options": map[string]any{"cas": cas},
+		"data":    map[string]any{"keyset": string(data)},
+	})
+	var re *api.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusBadRequest && strings.Contains(strings.Join(re.Errors, " "), "check-and-set") {
+		return "", fmt.Errorf("vault-kv %s: %w (%s)", s.name, stores.ErrConflict, strings.Join(re.Errors, "; "))
+	}
+	if err != nil {
+		return "", fmt.Errorf("vault-kv %s: write: %w", s.name, err)
+	}
+	if sec == nil {
+		return "", fmt.Errorf("vault-kv %s: write: empty answer", s.name)
+	}
+	return version(sec.Data["version"])
+}
