@@ -122,7 +122,7 @@ func (a *Adapter) Tool(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 			}
 		}
 		r := a.request(ctx, mrtr.MethodCallTool, req.Params.Name, req.Header, args)
-		return around(a, r, &req.Params.RequestState,
+		return around(ctx, a, r, &req.Params.RequestState,
 			func() (*mcp.CallToolResult, error) { return next(ctx, req) },
 			func(res *mcp.CallToolResult) *string { return &res.RequestState })
 	}
@@ -136,7 +136,7 @@ func (a *Adapter) Prompt(next server.PromptHandlerFunc) server.PromptHandlerFunc
 			args, _ = json.Marshal(req.Params.Arguments) // map[string]string always marshals
 		}
 		r := a.request(ctx, mrtr.MethodGetPrompt, req.Params.Name, req.Header, args)
-		return around(a, r, &req.Params.RequestState,
+		return around(ctx, a, r, &req.Params.RequestState,
 			func() (*mcp.GetPromptResult, error) { return next(ctx, req) },
 			func(res *mcp.GetPromptResult) *string { return &res.RequestState })
 	}
@@ -144,9 +144,9 @@ func (a *Adapter) Prompt(next server.PromptHandlerFunc) server.PromptHandlerFunc
 
 // around opens the state *in points to, calls the handler, and seals the
 // state of its result.
-func around[R any](a *Adapter, r mrtr.Request, in *string, handle func() (*R, error), out func(*R) *string) (*R, error) {
+func around[R any](ctx context.Context, a *Adapter, r mrtr.Request, in *string, handle func() (*R, error), out func(*R) *string) (*R, error) {
 	call := a.m.Call(r) // digests the arguments at most once
-	if err := openState(call, in); err != nil {
+	if err := openState(ctx, call, in); err != nil {
 		return nil, err
 	}
 	res, err := handle()
@@ -156,13 +156,13 @@ func around[R any](a *Adapter, r mrtr.Request, in *string, handle func() (*R, er
 	return res, sealState(call, out(res))
 }
 
-func openState(call *mrtr.Call, state *string) error {
+func openState(ctx context.Context, call *mrtr.Call, state *string) error {
 	if *state == "" {
 		return nil
 	}
-	plain, err := call.Open(*state)
+	plain, err := call.Open(ctx, *state)
 	if err != nil {
-		return fmt.Errorf("invalid requestState (reason: %s)", seal.Reason(err))
+		return fmt.Errorf("invalid requestState (reason: %s)", mrtr.Reason(err))
 	}
 	*state = plain
 	return nil

@@ -95,7 +95,7 @@ func (a *Adapter) Middleware() mcp.Middleware {
 			}
 			call := a.m.Call(r) // digests the arguments at most once
 			if *state != "" {
-				plain, err := call.Open(*state)
+				plain, err := call.Open(ctx, *state)
 				if err != nil {
 					return nil, rejection(err)
 				}
@@ -173,12 +173,17 @@ func logger(o *Options) *slog.Logger {
 }
 
 // rejection is the error a client sees for a state that does not open:
-// one fixed message and the reason, nothing about which check failed.
+// one fixed message and the reason, nothing about which check failed. A
+// single-use check that could not be made is an internal error, which the
+// client may retry.
 func rejection(err error) error {
-	reason := seal.Reason(err)
-	if errors.Is(err, mrtr.ErrArguments) {
+	reason := mrtr.Reason(err)
+	if errors.Is(err, mrtr.ErrArguments) || errors.Is(err, mrtr.ErrNoPrincipal) {
 		reason = "invalid"
 	}
 	data, _ := json.Marshal(map[string]string{"reason": reason})
+	if reason == "unavailable" {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "requestState single-use check unavailable; try again", Data: data}
+	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState", Data: data}
 }

@@ -34,7 +34,7 @@ func TestRejectionIgnoresArguments(t *testing.T) {
 	} {
 		r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "no-such-tool", Principal: "p", Arguments: big}
 		allocated := allocatedBy(func() {
-			if _, err := m.Open(r, tc.token); !errors.Is(err, tc.want) {
+			if _, err := m.Open(ctx, r, tc.token); !errors.Is(err, tc.want) {
 				t.Errorf("Open(%.10q...) = %v, want %v", tc.token, err, tc.want)
 			}
 		})

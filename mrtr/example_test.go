@@ -1,6 +1,7 @@
 package mrtr_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 
@@ -31,11 +32,11 @@ func Example() {
 
 	// The retry carries the answers, which the digest leaves out.
 	r.Arguments = []byte(`{"to":"LIS","from":"BER","inputResponses":{"confirm":{"action":"accept"}}}`)
-	state, err := m.Open(r, token)
+	state, err := m.Open(context.Background(), r, token)
 	fmt.Println(state, err)
 
 	r.Principal = "mallory"
-	_, err = m.Open(r, token)
+	_, err = m.Open(context.Background(), r, token)
 	fmt.Println(seal.Reason(err))
 	// Output:
 	// {"step":"confirm","fare":129} <nil>

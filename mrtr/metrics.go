@@ -3,6 +3,7 @@ package mrtr
 import (
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // Metrics receives one call per state sealed, opened or rejected. Reason is
@@ -11,7 +12,16 @@ import (
 type Metrics interface {
 	Sealed(method, target string)
 	Opened(method, target string)
+	// Rejected counts a state refused, by the reason a client is told:
+	// "invalid", "expired", "replayed" or "unavailable".
 	Rejected(method, target, reason string)
+}
+
+// LatencyMetrics is a Metrics that also times each seal and open ("seal"
+// or "open"), the argument digest and single-use check included.
+type LatencyMetrics interface {
+	Metrics
+	Latency(op string, d time.Duration)
 }
 
 // SlogMetrics logs sealed and opened states at debug level and rejections

@@ -15,10 +15,12 @@
 package mrtr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/seal"
 )
 
@@ -56,6 +58,25 @@ type Options struct {
 	// seal.DefaultMaxArgsBytes and seal.DefaultMaxArgsDepth. Arguments past
 	// a bound cannot carry state.
 	Args seal.ArgsOptions
+	// SingleUse names the targets whose states open once: after a state
+	// authenticates, Replay records it, and a second use is refused
+	// (replay.ErrReplayed, reason "replayed") until it expires. Use it for
+	// tools that book, pay or delete. nil: no state is single use, since
+	// clients may retry an identical request after a lost response.
+	// Targets builds one from names.
+	SingleUse func(method, target string) bool
+	// Replay records uses for SingleUse; required with it.
+	Replay replay.Guard
+}
+
+// Targets returns a SingleUse predicate true for the named targets (tool
+// or prompt names, resource URIs), whatever the method.
+func Targets(names ...string) func(method, target string) bool {
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	return func(_, target string) bool { return set[target] }
 }
 
 // A Request is what a state is bound to.
@@ -83,6 +104,9 @@ type Sealer struct {
 func New(s *seal.Sealer, o Options) (*Sealer, error) {
 	if s == nil {
 		return nil, errors.New("mrtr: nil seal.Sealer")
+	}
+	if o.SingleUse != nil && o.Replay == nil {
+		return nil, errors.New("mrtr: Options.SingleUse needs a replay.Guard in Options.Replay")
 	}
 	if o.Audience == "" {
 		return nil, errors.New("mrtr: Options.Audience is empty; name this server or deployment (its URL, say) so its states cannot move to another service that shares the keyset")
@@ -148,9 +172,26 @@ func (c *Call) binding() (seal.Binding, error) {
 func (m *Sealer) Seal(r Request, state string) (string, error) { return m.Call(r).Seal(state) }
 
 // Open verifies a token the client sent back for r and returns the
-// plaintext state. Errors match the seal package's sentinels (or
-// ErrArguments); seal.Reason says what the client may be told.
-func (m *Sealer) Open(r Request, token string) (string, error) { return m.Call(r).Open(token) }
+// plaintext state. Errors match the seal package's sentinels, ErrArguments,
+// ErrNoPrincipal, or, for a single-use target, replay.ErrReplayed and
+// replay.ErrUnavailable; Reason says what the client may be told.
+func (m *Sealer) Open(ctx context.Context, r Request, token string) (string, error) {
+	return m.Call(r).Open(ctx, token)
+}
+
+// Reason reduces an error from Open to the word a client may be shown:
+// "replayed" for a single-use state used before, "unavailable" when the
+// single-use check could not be made, else seal.Reason's "expired" or
+// "invalid".
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, replay.ErrReplayed):
+		return "replayed"
+	case errors.Is(err, replay.ErrUnavailable):
+		return "unavailable"
+	}
+	return seal.Reason(err)
+}
 
 // Seal is Sealer.Seal for this call.
 func (c *Call) Seal(state string) (string, error) {
@@ -165,7 +206,9 @@ func (c *Call) Seal(state string) (string, error) {
 	if t, ok := c.m.o.TTL[c.r.Target]; ok {
 		ttl = t
 	}
+	start := time.Now()
 	tok, err := c.m.s.Seal(b, []byte(state), ttl)
+	c.m.observe("seal", start)
 	if err != nil {
 		return "", fmt.Errorf("mrtr: sealing requestState for %s %s: %w", c.r.Method, c.r.Target, err)
 	}
@@ -176,21 +219,45 @@ func (c *Call) Seal(state string) (string, error) {
 // Open is Sealer.Open for this call. A token that is malformed, too large
 // or names a key the ring does not hold is rejected before the arguments
 // are digested, so that rejection costs the same whatever their size.
-func (c *Call) Open(token string) (string, error) {
+func (c *Call) Open(ctx context.Context, token string) (string, error) {
+	start := time.Now()
 	err := c.m.s.Check(token)
 	var b seal.Binding
 	if err == nil {
 		b, err = c.binding()
 	}
+	var state []byte
 	if err == nil {
-		var state []byte
-		if state, err = c.m.s.Open(b, token); err == nil {
-			c.m.metrics.Opened(c.r.Method, c.r.Target)
-			return string(state), nil
-		}
+		state, err = c.m.s.Open(b, token)
 	}
-	c.m.metrics.Rejected(c.r.Method, c.r.Target, seal.Reason(err))
-	return "", err
+	if err == nil && c.m.o.SingleUse != nil && c.m.o.SingleUse(c.r.Method, c.r.Target) {
+		err = c.use(ctx, token)
+	}
+	c.m.observe("open", start)
+	if err != nil {
+		c.m.metrics.Rejected(c.r.Method, c.r.Target, Reason(err))
+		return "", err
+	}
+	c.m.metrics.Opened(c.r.Method, c.r.Target)
+	return string(state), nil
+}
+
+// use records an authentic token's first use.
+func (c *Call) use(ctx context.Context, token string) error {
+	id, keep, err := replay.ID(token)
+	if err != nil {
+		return err
+	}
+	if err := c.m.o.Replay.Use(ctx, id, keep); err != nil {
+		return fmt.Errorf("mrtr: %s %s: %w", c.r.Method, c.r.Target, err)
+	}
+	return nil
+}
+
+func (m *Sealer) observe(op string, start time.Time) {
+	if l, ok := m.metrics.(LatencyMetrics); ok {
+		l.Latency(op, time.Since(start))
+	}
 }
 
 // Reject counts a state refused without being opened, by an adapter that

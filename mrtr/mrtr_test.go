@@ -1,6 +1,7 @@
 package mrtr_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -36,17 +37,17 @@ func TestSealOpen(t *testing.T) {
 	}
 	reordered := r
 	reordered.Arguments = []byte(` { "x" : 1.0 } `)
-	if got, err := m.Open(reordered, tok); err != nil || got != "state" {
+	if got, err := m.Open(ctx, reordered, tok); err != nil || got != "state" {
 		t.Fatalf("Open = %q, %v", got, err)
 	}
 	other := r
 	other.Principal = "q"
-	if _, err := m.Open(other, tok); !errors.Is(err, seal.ErrInvalid) {
+	if _, err := m.Open(ctx, other, tok); !errors.Is(err, seal.ErrInvalid) {
 		t.Fatalf("another principal: %v", err)
 	}
 	bad := r
 	bad.Arguments = []byte(`[1]`)
-	if _, err := m.Open(bad, tok); !errors.Is(err, mrtr.ErrArguments) {
+	if _, err := m.Open(ctx, bad, tok); !errors.Is(err, mrtr.ErrArguments) {
 		t.Fatalf("bad arguments: %v", err)
 	}
 	if _, err := m.Seal(bad, "s"); !errors.Is(err, mrtr.ErrArguments) {
@@ -88,18 +89,18 @@ func TestCall(t *testing.T) {
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Principal: "p", Arguments: []byte(`{"a":1}`)}
 	first, _ := m.Seal(r, "round=1")
 	call := m.Call(r)
-	if got, err := call.Open(first); err != nil || got != "round=1" {
+	if got, err := call.Open(ctx, first); err != nil || got != "round=1" {
 		t.Fatalf("Open = %q, %v", got, err)
 	}
 	next, err := call.Seal("round=2")
 	if err != nil || next == first {
 		t.Fatalf("Seal = %q, %v", next, err)
 	}
-	if got, _ := m.Open(r, next); got != "round=2" {
+	if got, _ := m.Open(ctx, r, next); got != "round=2" {
 		t.Fatalf("next round opens to %q", got)
 	}
 	bad := m.Call(mrtr.Request{Principal: "p", Arguments: []byte(`{"a":1,"a":2}`)})
-	if _, err := bad.Open(first); !errors.Is(err, mrtr.ErrArguments) {
+	if _, err := bad.Open(ctx, first); !errors.Is(err, mrtr.ErrArguments) {
 		t.Fatalf("Open with duplicate names: %v", err)
 	}
 	if _, err := bad.Seal("x"); !errors.Is(err, mrtr.ErrArguments) {
@@ -125,7 +126,7 @@ func TestAnonymous(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Open(anon, tok); !errors.Is(err, mrtr.ErrNoPrincipal) {
+	if _, err := m.Open(ctx, anon, tok); !errors.Is(err, mrtr.ErrNoPrincipal) {
 		t.Fatalf("opened for no principal: %v", err)
 	}
 	open, _ := newSealer(t, mrtr.Options{AllowAnonymous: true})
@@ -133,7 +134,9 @@ func TestAnonymous(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := open.Open(anon, tok); err != nil || got != "s" {
+	if got, err := open.Open(ctx, anon, tok); err != nil || got != "s" {
 		t.Fatalf("AllowAnonymous: %q, %v", got, err)
 	}
 }
+
+var ctx = context.Background()

@@ -17,6 +17,11 @@ type Header struct {
 	Expiry     time.Time
 	TokenLen   int // characters
 	PayloadLen int // bytes of payload (MAC) or ciphertext without tag (AEAD)
+	// Tag is the token's authentication tag: 32 bytes (MAC) or 16 (AEAD).
+	// It differs for every AEAD seal (the nonce is random), and for every
+	// MAC seal that differs in payload, binding or second of issue, so it
+	// identifies a token for single use (package replay).
+	Tag []byte
 }
 
 // Inspect decodes the header of a token without any key. It applies the
@@ -48,5 +53,13 @@ func Inspect(token string) (Header, error) {
 		Expiry:     iat.Add(time.Duration(h.Lifetime) * time.Second),
 		TokenLen:   len(token),
 		PayloadLen: len(raw) - envelope.Overhead(h.Version),
+		Tag:        raw[len(raw)-tagSize(h.Version):],
 	}, nil
+}
+
+func tagSize(version byte) int {
+	if version == envelope.VersionAEAD {
+		return envelope.AEADTagSize
+	}
+	return envelope.MACTagSize
 }

@@ -1,0 +1,67 @@
+package mcpsdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mcpsdk"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// TestSingleUseReplayed: a single-use tool runs once per state; the same
+// state sent again is answered -32602 with data.reason "replayed", and
+// the handler does not run.
+func TestSingleUseReplayed(t *testing.T) {
+	ring, _ := keyring.Generate(keyring.AEAD)
+	sealer, _ := seal.New(ring)
+	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
+		Audience: "test", AllowAnonymous: true,
+		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
+	server.AddReceivingMiddleware(a.Middleware())
+	paid := 0
+	mcp.AddTool(server, &mcp.Tool{Name: "pay"}, func(_ context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+		if req.Params.RequestState == "confirmed" {
+			paid++
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Pay?"}}, RequestState: "confirmed"}, nil, nil
+	})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, _ := server.Connect(ctx, st, nil)
+	defer ss.Close()
+	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+	cs, _ := c.Connect(ctx, ct, nil)
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := &mcp.CallToolParams{Name: "pay", RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"ok": &mcp.ElicitResult{Action: "accept"}}}
+	if _, err := cs.CallTool(ctx, retry); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(ctx, retry)
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("replay: %v", err)
+	}
+	var data struct{ Reason string }
+	json.Unmarshal(je.Data, &data)
+	if data.Reason != "replayed" || paid != 1 {
+		t.Fatalf("replay: reason %q, paid %d times", data.Reason, paid)
+	}
+}

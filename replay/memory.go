@@ -1,0 +1,81 @@
+package replay
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultMemoryEntries bounds a Memory guard made with max <= 0: at about
+// 100 bytes an entry, 1,048,576 entries take about 100 MiB.
+const DefaultMemoryEntries = 1 << 20
+
+// shards spread the guard over as many locks, so that concurrent uses
+// rarely wait for each other: there is no global lock.
+const shards = 64
+
+// A Memory guard keeps used ids in this process. It holds at most max
+// entries. An entry lives until its token expires; expired entries are
+// swept when a shard fills up. At the bound, with every entry still
+// unexpired, Use refuses new tokens with ErrUnavailable rather than forget
+// a live one (which would let that one be replayed): a flood of valid
+// single-use tokens makes single-use tools unavailable, never replayable.
+type Memory struct {
+	perShard int
+	now      func() time.Time
+	shard    [shards]struct {
+		mu   sync.Mutex
+		used map[[sha256.Size]byte]int64 // id hash -> expiry, Unix seconds
+	}
+}
+
+// NewMemory returns a Memory guard holding at most max entries
+// (DefaultMemoryEntries if max <= 0).
+func NewMemory(max int) *Memory {
+	if max <= 0 {
+		max = DefaultMemoryEntries
+	}
+	m := &Memory{perShard: max/shards + 1, now: time.Now}
+	for i := range m.shard {
+		m.shard[i].used = map[[sha256.Size]byte]int64{}
+	}
+	return m
+}
+
+// Use records id until expires.
+func (m *Memory) Use(_ context.Context, id []byte, expires time.Time) error {
+	k := sha256.Sum256(id) // a fixed-size key, whatever the tag's size
+	now := m.now().Unix()
+	s := &m.shard[k[0]%shards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if exp, ok := s.used[k]; ok && exp > now {
+		return ErrReplayed
+	}
+	if len(s.used) >= m.perShard {
+		for id, exp := range s.used {
+			if exp <= now {
+				delete(s.used, id)
+			}
+		}
+		if len(s.used) >= m.perShard {
+			return fmt.Errorf("%w: the in-memory guard holds %d unexpired tokens in this shard, its bound", ErrUnavailable, len(s.used))
+		}
+	}
+	s.used[k] = expires.Unix() + 1 // a token is valid through its last second
+	return nil
+}
+
+// Len returns the number of entries held, expired ones not yet swept
+// included.
+func (m *Memory) Len() int {
+	n := 0
+	for i := range m.shard {
+		m.shard[i].mu.Lock()
+		n += len(m.shard[i].used)
+		m.shard[i].mu.Unlock()
+	}
+	return n
+}
