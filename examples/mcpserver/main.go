@@ -6,7 +6,10 @@
 //	sealctl init                     # keyset.json + stateseal.kek
 //	go run ./examples/mcpserver -keyset keyset.json -addr 127.0.0.1:8080
 //
-// Without -keyset it seals with a key that lives in memory only.
+// Without -keyset it seals with a key that lives in memory only. -keyset
+// also takes a store URL (redis://..., vault-kv://...), which is how the
+// fleet test runs four instances on one keyset; -principal-header,
+// -single-use and -replay bind states to users and make tools single use.
 package main
 
 import (
@@ -15,7 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -27,7 +29,6 @@ import (
 
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
-	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
 
 	// Every KEK backend, so that any keyset's URL opens.
@@ -41,28 +42,34 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "listen address, HOST:PORT")
-	keyset := flag.String("keyset", "", "keyset file (default: an in-memory key)")
-	kek := flag.String("kek", "", "KEK URL overriding the keyset's")
-	audience := flag.String("audience", "stateseal-example", "audience bound into every state")
+	var c config
+	flag.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address, HOST:PORT")
+	flag.StringVar(&c.keyset, "keyset", "", "keyset file or store URL (default: an in-memory key)")
+	flag.StringVar(&c.kek, "kek", "", "KEK URL overriding the keyset's")
+	flag.StringVar(&c.audience, "audience", "stateseal-example", "audience bound into every state")
+	flag.StringVar(&c.principalHeader, "principal-header", "", "bind states to this request header's value, set by an authenticating proxy in front (default: no principal, AllowAnonymous)")
+	flag.StringVar(&c.singleUse, "single-use", "", "comma-separated tools whose states open once")
+	flag.StringVar(&c.replay, "replay", "memory", "where single use is recorded: memory, or a redis:// URL shared by a fleet")
+	flag.DurationVar(&c.poll, "poll", 10*time.Second, "how often to poll the keyset (a Redis store also notifies)")
+	flag.DurationVar(&c.clockOffset, "clock-offset", 0, "run this instance's clock ahead (or behind) by this much: clock-skew tests only")
 	flag.Parse()
-	if err := run(*addr, *keyset, *kek, *audience); err != nil {
+	if err := run(c); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(addr, keyset, kek, audience string) error {
+func run(c config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ring, err := loadRing(ctx, keyset, kek)
+	ring, err := loadRing(ctx, c)
 	if err != nil {
 		return err
 	}
-	handler, err := newHandler(ring, audience)
+	handler, err := c.handler(ring)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
@@ -80,42 +87,23 @@ func run(addr, keyset, kek, audience string) error {
 	return nil
 }
 
-func loadRing(ctx context.Context, keyset, kek string) (*keyring.Ring, error) {
-	if keyset == "" {
+func loadRing(ctx context.Context, c config) (*keyring.Ring, error) {
+	if c.keyset == "" {
 		log.Printf("no -keyset: sealing with an in-memory key")
 		return keyring.Generate(keyring.AEAD)
 	}
-	l := &keyring.Loader{Path: keyset, Options: keyring.LoadOptions{KEK: kek}}
+	l := &keyring.Loader{Path: c.keyset, Options: keyring.LoadOptions{KEK: c.kek, Now: c.now}}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	go l.Run(ctx, 10*time.Second)
+	go l.Run(ctx, c.poll)
 	return ring, nil
 }
 
-// newHandler returns the HTTP handler serving MCP at /mcp.
+// newHandler is the handler of a server with the default settings.
 func newHandler(ring *keyring.Ring, audience string) (http.Handler, error) {
-	sealer, err := seal.New(ring)
-	if err != nil {
-		return nil, err
-	}
-	server, err := newServer(sealer, &mcpsdk.Options{Options: mrtr.Options{
-		Audience: audience,
-		// The conformance suite's client does not authenticate, so its
-		// states are bound to no user. A server with users leaves this off
-		// and binds each state to its caller (Extra.TokenInfo.UserID).
-		AllowAnonymous: true,
-		TTL:            map[string]time.Duration{"test_input_required_result_multi_round": 15 * time.Minute},
-		Metrics:        mrtr.SlogMetrics(slog.Default()),
-	}})
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Stateless: true}))
-	return mux, nil
+	return config{audience: audience, replay: "memory"}.handler(ring)
 }
 
 // newServer builds the MCP server with the sealing middleware and the
@@ -128,5 +116,6 @@ func newServer(sealer *seal.Sealer, o *mcpsdk.Options) (*mcp.Server, error) {
 	}
 	server.AddReceivingMiddleware(a.Middleware())
 	addFixtures(server)
+	addFleetTools(server)
 	return server, nil
 }

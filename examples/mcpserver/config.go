@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mcpsdk"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay"
+	"github.com/stateseal/stateseal/replay/redisguard"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// config is the server's flags.
+type config struct {
+	addr, keyset, kek, audience string
+	principalHeader             string
+	singleUse                   string
+	replay                      string
+	poll                        time.Duration
+	clockOffset                 time.Duration
+}
+
+func (c config) now() time.Time { return time.Now().Add(c.clockOffset) }
+
+// handler returns the HTTP handler serving MCP at /mcp, stateless: the
+// go-sdk sends input_required to clients only from a stateless handler.
+func (c config) handler(ring *keyring.Ring) (http.Handler, error) {
+	sealer, err := seal.New(ring, seal.WithClock(c.now))
+	if err != nil {
+		return nil, err
+	}
+	o := &mcpsdk.Options{Options: mrtr.Options{
+		Audience: c.audience,
+		TTL:      map[string]time.Duration{"test_input_required_result_multi_round": 15 * time.Minute},
+		Metrics:  mrtr.SlogMetrics(slog.Default()),
+	}}
+	if h := c.principalHeader; h != "" {
+		o.Principal = func(_ context.Context, req mcp.Request) string {
+			if e := req.GetExtra(); e != nil && e.Header != nil {
+				return e.Header.Get(h)
+			}
+			return ""
+		}
+	} else {
+		// The conformance suite's client does not authenticate, so its
+		// states are bound to no user. A server with users leaves this off
+		// and binds each state to its caller (Extra.TokenInfo.UserID).
+		o.AllowAnonymous = true
+	}
+	if c.singleUse != "" {
+		o.SingleUse = mrtr.Targets(strings.Split(c.singleUse, ",")...)
+		o.Replay, err = guard(c.replay)
+		if err != nil {
+			return nil, err
+		}
+	}
+	server, err := newServer(sealer, o)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true}))
+	return mux, nil
+}
+
+// guard returns the replay guard -replay names.
+func guard(where string) (replay.Guard, error) {
+	if where == "memory" || where == "" {
+		return replay.NewMemory(0), nil
+	}
+	o, err := goredis.ParseURL(where)
+	if err != nil {
+		return nil, err
+	}
+	client := goredis.NewUniversalClient(&goredis.UniversalOptions{
+		Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+	})
+	return redisguard.New(client, redisguard.Options{}), nil
+}
