@@ -34,7 +34,7 @@ type fleet struct {
 // rotation and a safe retirement fit in a test.
 var fleetPolicy = keyring.Policy{PropagationDelay: 2 * time.Second, MaxTTL: 5 * time.Second, Skew: 2 * time.Second}
 
-func newFleet(t *testing.T, n int, persistentVault bool) *fleet {
+func newFleet(t *testing.T, n int, persistentVault bool, p keyring.Policy) *fleet {
 	f := &fleet{redis: testservers.StartRedis(t), o: &rotation.Options{Logger: slog.New(slog.DiscardHandler)}}
 	if persistentVault {
 		f.vault = testservers.StartVaultServer(t)
@@ -54,7 +54,7 @@ func newFleet(t *testing.T, n int, persistentVault bool) *fleet {
 		t.Fatal(err)
 	}
 	f.keyset = f.redis.URL() + "?key=stateseal:fleet"
-	if _, err := rotation.Init(context.Background(), f.keyset, "vault://transit/keys/fleet", keyring.AEAD, fleetPolicy, f.o); err != nil {
+	if _, err := rotation.Init(context.Background(), f.keyset, "vault://transit/keys/fleet", keyring.AEAD, p, f.o); err != nil {
 		t.Fatal(err)
 	}
 	f.env = []string{"VAULT_ADDR=" + f.vault.URL(), "VAULT_TOKEN=" + f.vault.Token}
@@ -187,7 +187,7 @@ func TestFleet(t *testing.T) {
 		t.Skip("starts a fleet")
 	}
 	ctx := context.Background()
-	f := newFleet(t, 4, false)
+	f := newFleet(t, 4, false, fleetPolicy)
 	c := &counts{keys: map[uint32]time.Time{}}
 	attack := make(chan stolen, 64)
 	mallory := connect(t, "mallory", f.instances)

@@ -167,10 +167,12 @@ func retry(tool string, args map[string]any, state string) *mcp.CallToolParams {
 }
 
 // rejected reports an error the server answered with, as opposed to one
-// of the transport (the go-sdk reports those as JSON-RPC -32005 too).
+// of the transport. The go-sdk client reports a refused requestState,
+// which the server sends with HTTP 400, as a transport error (-32005)
+// carrying the server's message, so the message decides.
 func rejected(err error) bool {
 	var je *jsonrpc.Error
-	return errors.As(err, &je) && je.Code != -32005
+	return errors.As(err, &je) && (je.Code != -32005 || strings.Contains(err.Error(), "invalid requestState"))
 }
 
 // reason is data.reason of a rejection, or "".
