@@ -110,8 +110,11 @@ type Loader struct {
 	Options LoadOptions
 	// Logger receives reload events; nil means slog.Default().
 	Logger *slog.Logger
-	// OnError, if set, is called with every failed reload.
+	// OnError, if set, is called with every failed reload that is
+	// reported (once per failure while polling).
 	OnError func(error)
+	// OnReload, if set, is called with every keyset a reload installs.
+	OnReload func(*Keyset)
 
 	mu       sync.Mutex
 	ring     *Ring
@@ -281,6 +284,9 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	l.ring.Store(snap)
 	l.logger().Info("stateseal keyset reloaded", "path", l.Path, "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
 	l.current = ks
+	if l.OnReload != nil {
+		l.OnReload(ks)
+	}
 	return nil
 }
 

@@ -1,0 +1,132 @@
+// Package otelmetrics exports stateseal's metrics through OpenTelemetry,
+// in a package of its own so that the rest of stateseal does not depend on
+// OpenTelemetry.
+//
+//	m, err := otelmetrics.New(otel.GetMeterProvider())
+//	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{Audience: aud, Metrics: m}})
+//	m.ObserveLoader(loader, ring) // keyset reloads, their failures, the primary key
+//
+// Instruments (all prefixed "stateseal."):
+//
+//	states.sealed     counter    method, target
+//	states.opened     counter    method, target
+//	states.rejected   counter    method, target, reason (invalid, expired, replayed, unavailable)
+//	replays.blocked   counter    method, target: single-use states refused as used
+//	operation.duration histogram op (seal, open), seconds: digest and single-use check included
+//	keyset.reloads    counter    result (ok, error)
+//	keyset.primary_key_id gauge  the key that seals now
+//	keyset.version    gauge      the version loaded
+package otelmetrics
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// A Metrics is an mrtr.Metrics (and mrtr.LatencyMetrics) that records to
+// OpenTelemetry instruments.
+type Metrics struct {
+	meter                          metric.Meter
+	sealed, opened, rejected, used metric.Int64Counter
+	duration                       metric.Float64Histogram
+	reloads                        metric.Int64Counter
+}
+
+// New creates the instruments with a meter from mp.
+func New(mp metric.MeterProvider) (*Metrics, error) {
+	m := &Metrics{meter: mp.Meter("github.com/stateseal/stateseal")}
+	var err error
+	counter := func(name, desc string) metric.Int64Counter {
+		if err != nil {
+			return nil
+		}
+		var c metric.Int64Counter
+		c, err = m.meter.Int64Counter(name, metric.WithDescription(desc))
+		return c
+	}
+	m.sealed = counter("stateseal.states.sealed", "request states sealed")
+	m.opened = counter("stateseal.states.opened", "request states opened")
+	m.rejected = counter("stateseal.states.rejected", "request states refused, by the reason a client is told")
+	m.used = counter("stateseal.replays.blocked", "single-use request states refused as used before")
+	m.reloads = counter("stateseal.keyset.reloads", "keyset reloads, by result")
+	if err != nil {
+		return nil, err
+	}
+	m.duration, err = m.meter.Float64Histogram("stateseal.operation.duration",
+		metric.WithDescription("time to seal or open a request state"), metric.WithUnit("s"))
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func attrs(method, target string) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String("method", method), attribute.String("target", target))
+}
+
+// Sealed counts a sealed state.
+func (m *Metrics) Sealed(method, target string) { m.sealed.Add(context.Background(), 1, attrs(method, target)) }
+
+// Opened counts an opened state.
+func (m *Metrics) Opened(method, target string) { m.opened.Add(context.Background(), 1, attrs(method, target)) }
+
+// Rejected counts a refused state by reason, and a replay also as blocked.
+func (m *Metrics) Rejected(method, target, reason string) {
+	ctx := context.Background()
+	m.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method),
+		attribute.String("target", target), attribute.String("reason", reason)))
+	if reason == "replayed" {
+		m.used.Add(ctx, 1, attrs(method, target))
+	}
+}
+
+// Latency records one seal or open.
+func (m *Metrics) Latency(op string, d time.Duration) {
+	m.duration.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("op", op)))
+}
+
+// ObserveLoader counts l's reloads and failures (chaining any OnReload and
+// OnError already set), and reports the primary key id and the version of
+// ring, the Loader's ring, when metrics are collected. Call it before
+// l.Run.
+func (m *Metrics) ObserveLoader(l *keyring.Loader, ring *keyring.Ring) error {
+	onReload, onError := l.OnReload, l.OnError
+	ok := metric.WithAttributes(attribute.String("result", "ok"))
+	failed := metric.WithAttributes(attribute.String("result", "error"))
+	l.OnReload = func(ks *keyring.Keyset) {
+		m.reloads.Add(context.Background(), 1, ok)
+		if onReload != nil {
+			onReload(ks)
+		}
+	}
+	l.OnError = func(err error) {
+		m.reloads.Add(context.Background(), 1, failed)
+		if onError != nil {
+			onError(err)
+		}
+	}
+	primary, err := m.meter.Int64ObservableGauge("stateseal.keyset.primary_key_id",
+		metric.WithDescription("the id of the key that seals now"))
+	if err != nil {
+		return err
+	}
+	version, err := m.meter.Int64ObservableGauge("stateseal.keyset.version",
+		metric.WithDescription("the version of the keyset loaded"))
+	if err != nil {
+		return err
+	}
+	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		snap := ring.Current()
+		o.ObserveInt64(version, int64(snap.Version()))
+		if k, err := snap.Primary(time.Now()); err == nil {
+			o.ObserveInt64(primary, int64(k.ID))
+		}
+		return nil
+	}, primary, version)
+	return err
+}

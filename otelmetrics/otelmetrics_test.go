@@ -1,0 +1,117 @@
+package otelmetrics_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/otelmetrics"
+	"github.com/stateseal/stateseal/replay"
+	"github.com/stateseal/stateseal/rotation"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// TestMetrics drives a real Sealer, single use and a Loader, and reads
+// every instrument back through the SDK's manual reader.
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	backends.GenerateLocal(filepath.Join(dir, "kek"))
+	path := filepath.Join(dir, "keyset.json")
+	o := &rotation.Options{Logger: slog.New(slog.DiscardHandler)}
+	if _, err := rotation.Init(ctx, path, "local:kek", keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
+		t.Fatal(err)
+	}
+	l := &keyring.Loader{Path: path, Logger: slog.New(slog.DiscardHandler)}
+	ring, err := l.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ObserveLoader(l, ring); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := seal.New(ring)
+	ms, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: m, SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
+	tok, _ := ms.Seal(r, "s")
+	ms.Open(ctx, r, tok)       // opened
+	ms.Open(ctx, r, tok)       // replayed
+	ms.Open(ctx, r, tok+"AAA") // invalid
+	// A rotation, then a reload that installs it, then one that fails.
+	res, err := rotation.Rotate(ctx, path, rotation.RotateOptions{Immediate: true}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.Options.KEK = "local:missing"
+	l.Reload(ctx)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	var durations uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			switch d := mt.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					key := mt.Name
+					if v, ok := p.Attributes.Value("reason"); ok {
+						key += "/" + v.AsString()
+					}
+					if v, ok := p.Attributes.Value("result"); ok {
+						key += "/" + v.AsString()
+					}
+					got[key] += p.Value
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					got[mt.Name] = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					durations += p.Count
+				}
+			}
+		}
+	}
+	want := map[string]int64{
+		"stateseal.states.sealed":            1,
+		"stateseal.states.opened":            1,
+		"stateseal.states.rejected/replayed": 1,
+		"stateseal.states.rejected/invalid":  1,
+		"stateseal.replays.blocked":          1,
+		"stateseal.keyset.reloads/ok":        1,
+		"stateseal.keyset.reloads/error":     1,
+		"stateseal.keyset.primary_key_id":    int64(res.Key),
+		"stateseal.keyset.version":           2,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d", k, got[k], v)
+		}
+	}
+	if durations != 4 { // one seal, three opens
+		t.Errorf("%d durations recorded, want 4", durations)
+	}
+}
