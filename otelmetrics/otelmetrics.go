@@ -70,10 +70,14 @@ func attrs(method, target string) metric.MeasurementOption {
 }
 
 // Sealed counts a sealed state.
-func (m *Metrics) Sealed(method, target string) { m.sealed.Add(context.Background(), 1, attrs(method, target)) }
+func (m *Metrics) Sealed(method, target string) {
+	m.sealed.Add(context.Background(), 1, attrs(method, target))
+}
 
 // Opened counts an opened state.
-func (m *Metrics) Opened(method, target string) { m.opened.Add(context.Background(), 1, attrs(method, target)) }
+func (m *Metrics) Opened(method, target string) {
+	m.opened.Add(context.Background(), 1, attrs(method, target))
+}
 
 // Rejected counts a refused state by reason, and a replay also as blocked.
 func (m *Metrics) Rejected(method, target, reason string) {
