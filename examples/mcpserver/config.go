@@ -26,6 +26,7 @@ type config struct {
 	replay                      string
 	poll                        time.Duration
 	clockOffset                 time.Duration
+	noSeal                      bool
 }
 
 func (c config) now() time.Time { return time.Now().Add(c.clockOffset) }
@@ -65,6 +66,11 @@ func (c config) handler(ring *keyring.Ring) (http.Handler, error) {
 	server, err := newServer(sealer, o)
 	if err != nil {
 		return nil, err
+	}
+	if c.noSeal {
+		server = mcp.NewServer(&mcp.Implementation{Name: "stateseal-example", Version: "1.0.0"}, nil)
+		addFixtures(server)
+		addFleetTools(server)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },

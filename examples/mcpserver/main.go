@@ -52,6 +52,7 @@ func main() {
 	flag.StringVar(&c.replay, "replay", "memory", "where single use is recorded: memory, or a redis:// URL shared by a fleet")
 	flag.DurationVar(&c.poll, "poll", 10*time.Second, "how often to poll the keyset (a Redis store also notifies)")
 	flag.DurationVar(&c.clockOffset, "clock-offset", 0, "run this instance's clock ahead (or behind) by this much: clock-skew tests only")
+	flag.BoolVar(&c.noSeal, "no-seal", false, "serve without the middleware, states in the clear: a baseline for load tests only")
 	flag.Parse()
 	if err := run(c); err != nil {
 		log.Fatal(err)
