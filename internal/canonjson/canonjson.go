@@ -47,6 +47,13 @@ var canonical = []jsontext.Options{
 	jsontext.ReorderRawObjects(true),
 }
 
+// canonicalChecked is canonical for input the walker has checked: names
+// and UTF-8 need no second check.
+var canonicalChecked = append([]jsontext.Options{
+	jsontext.AllowDuplicateNames(true),
+	jsontext.AllowInvalidUTF8(true),
+}, canonical...)
+
 // Append appends the canonical form of the arguments object args to dst,
 // leaving out the top-level members named in exclude. Input that is empty,
 // JSON whitespace only, or null is the empty object.
@@ -70,6 +77,11 @@ func appendObject(dst, args []byte, lim Limits, exclude []string) ([]byte, error
 	if args[0] != '{' {
 		return dst, ErrNotObject
 	}
+	if Mutations == 0 && !noFlat {
+		if out, ok := appendFlat(dst, args, exclude); ok {
+			return out, nil
+		}
+	}
 	w := walkers.Get().(*walker)
 	defer walkers.Put(w)
 	kept, err := w.check(args, lim, exclude)
@@ -80,7 +92,7 @@ func appendObject(dst, args []byte, lim Limits, exclude []string) ([]byte, error
 	if kept != nil {
 		src = kept
 	}
-	opts := canonical
+	opts := canonicalChecked
 	if Mutations != 0 {
 		opts = append(decoderOptions(), canonical...)
 	}
@@ -93,6 +105,9 @@ func appendObject(dst, args []byte, lim Limits, exclude []string) ([]byte, error
 	}
 	return out, nil
 }
+
+// noFlat turns the fast path off, for the test that compares the two.
+var noFlat bool
 
 var walkers = sync.Pool{New: func() any { return new(walker) }}
 

@@ -14,8 +14,11 @@ import (
 // value: 9007199254740993 (2^53+1) and 0.10000000000000001 are refused,
 // 1.0, 1e2 and -0 are accepted as 1, 100 and 0.
 func (w *walker) number(text []byte) error {
-	if isShortInt(text) {
-		return nil // up to 15 digits: a double holds every such integer
+	if isShortDecimal(text) {
+		// Up to 15 significant digits, no exponent: in a double's normal
+		// range, every such decimal is the shortest that rounds to its
+		// double (DBL_DIG is 15), so RFC 8785 writes the same value.
+		return nil
 	}
 	if mutated(MutIntegerNumberCheck) && bytes.ContainsAny(text, ".eE") {
 		return nil
@@ -39,20 +42,25 @@ func (w *walker) number(text []byte) error {
 	return nil
 }
 
-func isShortInt(text []byte) bool {
+func isShortDecimal(text []byte) bool {
 	digits := text
 	if len(digits) > 0 && digits[0] == '-' {
 		digits = digits[1:]
 	}
-	if len(digits) == 0 || len(digits) > 15 {
+	if len(digits) == 0 || len(digits) > 40 {
 		return false
 	}
+	sig := 0
 	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
+		switch {
+		case c == '.':
+		case c < '0' || c > '9':
+			return false // an exponent
+		case sig > 0 || c != '0':
+			sig++
 		}
 	}
-	return true
+	return sig <= 15
 }
 
 // appendDecimal appends the significant digits of a JSON number (no
