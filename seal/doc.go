@@ -14,7 +14,8 @@
 // Its payload is the one sealed, unchanged. With an AEAD key the client
 // cannot read the payload; with a MAC key it can read it but not change it.
 // Open does not stop a client from presenting the same valid token twice:
-// where a second use would do harm, the caller must record consumption.
+// where a second use would do harm, record the first (package replay, which
+// the MCP middleware applies per tool).
 //
 // Open checks, in this order: length, base64url encoding, version, key id,
 // authentication, then time. A token is reported expired or not yet valid
