@@ -17,9 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
-	"sync"
+
+	"github.com/stateseal/stateseal/internal/schemes"
 )
 
 // A KEK wraps and unwraps data keys. associatedData is authenticated but
@@ -68,39 +68,17 @@ func RelativeTo(dir string) OpenOption { return func(o *OpenOptions) { o.Dir = d
 func AbsoluteOnly() OpenOption { return func(o *OpenOptions) { o.AbsoluteOnly = true } }
 
 // A Registry maps URL schemes to openers.
-type Registry struct {
-	mu      sync.RWMutex
-	openers map[string]Opener
-}
+type Registry struct{ m schemes.Map[Opener] }
 
 // Default is the registry Open uses.
 var Default = new(Registry)
 
 // Register makes scheme open with o. It panics if the scheme is taken, as
 // two backends claiming one scheme is a build mistake.
-func (r *Registry) Register(scheme string, o Opener) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.openers == nil {
-		r.openers = map[string]Opener{}
-	}
-	if _, dup := r.openers[scheme]; dup {
-		panic("backends: scheme " + scheme + " registered twice")
-	}
-	r.openers[scheme] = o
-}
+func (r *Registry) Register(scheme string, o Opener) { r.m.Register("backends", scheme, o) }
 
 // Schemes lists the registered schemes, sorted.
-func (r *Registry) Schemes() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var s []string
-	for k := range r.openers {
-		s = append(s, k)
-	}
-	sort.Strings(s)
-	return s
-}
+func (r *Registry) Schemes() []string { return r.m.Schemes() }
 
 // Open opens the KEK named by rawURL. Its errors show the URL only as
 // Redact does: a key value passed where a URL belongs is never echoed.
@@ -119,10 +97,8 @@ func (r *Registry) Open(ctx context.Context, rawURL string, opts ...OpenOption) 
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("backends: KEK URL %s has no scheme (registered: %s)", Redact(rawURL), strings.Join(r.Schemes(), ", "))
 	}
-	r.mu.RLock()
-	o := r.openers[u.Scheme]
-	r.mu.RUnlock()
-	if o == nil {
+	o, ok := r.m.Lookup(u.Scheme)
+	if !ok {
 		return nil, fmt.Errorf("backends: KEK URL %s: no backend for scheme %q (registered: %s)", Redact(rawURL), u.Scheme, strings.Join(r.Schemes(), ", "))
 	}
 	return o(ctx, u, oo)

@@ -17,11 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/schemes"
 )
 
 // A Store holds one keyset document. Implementations are safe for
@@ -67,10 +66,7 @@ var (
 type Opener func(ctx context.Context, u *url.URL) (Store, error)
 
 // A Registry maps URL schemes to openers.
-type Registry struct {
-	mu      sync.RWMutex
-	openers map[string]Opener
-}
+type Registry struct{ m schemes.Map[Opener] }
 
 // Default is the registry Open uses. It has the file store.
 var Default = new(Registry)
@@ -85,28 +81,7 @@ func init() {
 }
 
 // Register makes scheme open with o. It panics if the scheme is taken.
-func (r *Registry) Register(scheme string, o Opener) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.openers == nil {
-		r.openers = map[string]Opener{}
-	}
-	if _, dup := r.openers[scheme]; dup {
-		panic("stores: scheme " + scheme + " registered twice")
-	}
-	r.openers[scheme] = o
-}
-
-func (r *Registry) schemes() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var s []string
-	for k := range r.openers {
-		s = append(s, k)
-	}
-	sort.Strings(s)
-	return s
-}
+func (r *Registry) Register(scheme string, o Opener) { r.m.Register("stores", scheme, o) }
 
 // IsURL reports whether location names a store by URL (scheme://...)
 // rather than a file path.
@@ -125,11 +100,9 @@ func (r *Registry) Open(ctx context.Context, location string) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stores: keyset URL %s does not parse", backends.Redact(location))
 	}
-	r.mu.RLock()
-	o := r.openers[u.Scheme]
-	r.mu.RUnlock()
-	if o == nil {
-		return nil, fmt.Errorf("stores: keyset URL %s: no store for scheme %q (registered: %s)", backends.Redact(location), u.Scheme, strings.Join(r.schemes(), ", "))
+	o, ok := r.m.Lookup(u.Scheme)
+	if !ok {
+		return nil, fmt.Errorf("stores: keyset URL %s: no store for scheme %q (registered: %s)", backends.Redact(location), u.Scheme, strings.Join(r.m.Schemes(), ", "))
 	}
 	return o(ctx, u)
 }
