@@ -82,6 +82,7 @@ func TestParseKeysetRejects(t *testing.T) {
 		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v2", "stateseal-keyset-v3", 1) },
 		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v2",`, "", 1) },
 		"trailing data":     func(s string) string { return s + "{}" },
+		"version 0":         func(s string) string { return strings.Replace(s, `"version": 1,`, `"version": 0,`, 1) },
 		"duplicate member": func(s string) string {
 			return strings.Replace(s, `"state": "active"`, `"state": "retired", "state": "active"`, 1)
 		},
