@@ -1,0 +1,65 @@
+package rotation
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/stores"
+)
+
+// racy is a file store where another writer gets in before the first
+// write of each edit: that write loses its compare-and-swap.
+type racy struct {
+	*stores.File
+	rival func()
+	raced int
+}
+
+func (r *racy) Write(ctx context.Context, data []byte, rev string) (string, error) {
+	if r.raced == 0 {
+		r.raced++
+		r.rival()
+	}
+	return r.File.Write(ctx, data, rev)
+}
+
+// TestEditRetries: an edit that decides again on the keyset it edits
+// (retire, here) is redone after a lost compare-and-swap; a rotation,
+// which would add a second key if redone, reports the conflict.
+func TestEditRetries(t *testing.T) {
+	path, clk, o := setup(t)
+	Rotate(ctx, path, RotateOptions{}, o)
+	clk.advance(2 * time.Hour)
+	old := read(t, path).Keys[0].ID
+	r := &racy{File: stores.NewFile(path), rival: func() {
+		// Another operator rotates meanwhile.
+		if _, err := Rotate(ctx, path, RotateOptions{}, o); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	reg := new(stores.Registry)
+	reg.Register("racy", func(context.Context, *url.URL) (stores.Store, error) { return r, nil })
+	ro := *o
+	ro.Stores = reg
+	loc := "racy://keyset"
+	ro.KEK = "local:" + keyring.KeysetDir(path) + "/kek"
+	if _, err := Retire(ctx, loc, old, false, &ro); err != nil {
+		t.Fatalf("retire after a lost race: %v", err)
+	}
+	if k, _ := read(t, path).Key(old); k.State != keyring.Retired || r.raced != 1 {
+		t.Fatalf("key %08x is %v after %d races", old, k.State, r.raced)
+	}
+	r.raced = 0
+	before := len(read(t, path).Keys)
+	if _, err := Rotate(ctx, loc, RotateOptions{}, &ro); !errors.Is(err, keyring.ErrConflict) {
+		t.Fatalf("rotate after a lost race: %v, want ErrConflict", err)
+	}
+	// The rival's rotation went in; the one that lost did not.
+	if n := len(read(t, path).Keys); n != before+1 {
+		t.Fatalf("%d keys after the rival's rotation and a lost one, had %d: want %d", n, before, before+1)
+	}
+}
