@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -40,16 +41,15 @@ func TestKMSScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	awsc := kms.NewFromConfig(cfg, func(o *kms.Options) { o.BaseEndpoint = aws.String(lk.Endpoint()) })
-	n := 0
+	var n atomic.Int64 // scripts run in parallel
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/kms",
 		Setup: func(env *testscript.Env) error {
-			n++
 			out, err := awsc.CreateKey(ctx, &kms.CreateKeyInput{})
 			if err != nil {
 				return err
 			}
-			name := fmt.Sprintf("script-%d", n)
+			name := fmt.Sprintf("script-%d", n.Add(1))
 			if _, err := vc.Logical().Write("transit/keys/"+name, nil); err != nil {
 				return err
 			}
