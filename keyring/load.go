@@ -123,6 +123,7 @@ type Loader struct {
 	last     []byte              // the document as last loaded
 	failed   []byte              // the document as it last failed to load for good
 	reported string              // the last failure reported
+	outage   bool                // a transient failure was reported, and no success since
 	cache    map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
 }
 
@@ -237,18 +238,18 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	if r, ok := l.Store.(stores.Revisioner); ok && !force && l.failed == nil {
 		rev, err := r.Revision(ctx)
 		if err != nil {
-			err = fmt.Errorf("keyring: %s: %w", l.Store, err)
+			err = transientError{fmt.Errorf("keyring: %s: %w", l.Store, err)}
 			l.fail(err, force)
 			return err
 		}
 		if rev == l.rev {
-			l.reported = "" // the store answers again
+			l.reported, l.outage = "", false // the store answers again
 			return nil
 		}
 	}
 	data, rev, err := l.Store.Read(ctx)
 	if err != nil {
-		err = fmt.Errorf("keyring: %s: %w", l.Store, err)
+		err = transientError{fmt.Errorf("keyring: %s: %w", l.Store, err)}
 		l.fail(err, force)
 		return err
 	}
@@ -274,7 +275,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 		l.fail(err, force)
 		return err
 	}
-	l.last, l.failed, l.reported, l.rev = data, nil, "", rev
+	l.last, l.failed, l.reported, l.outage, l.rev = data, nil, "", false, rev
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
 	}
@@ -291,11 +292,22 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 }
 
 // fail reports err unless the same failure was reported last.
+//
+// A failure of the store or the KMS (transient: the same keyset may load
+// when it answers again) is reported once per outage, however its error
+// text varies from poll to poll (a dropped connection, then a refused
+// one); the next success ends the outage.
 func (l *Loader) fail(err error, force bool) {
-	if !force && err.Error() == l.reported {
+	var te transientError
+	transient := errors.As(err, &te)
+	switch {
+	case force:
+	case transient && l.outage:
+		return
+	case !transient && err.Error() == l.reported:
 		return
 	}
-	l.reported = err.Error()
+	l.reported, l.outage = err.Error(), transient
 	l.report(err)
 }
 
