@@ -28,6 +28,10 @@ type Memory struct {
 	shard    [shards]struct {
 		mu   sync.Mutex
 		used map[[sha256.Size]byte]int64 // id hash -> expiry, Unix seconds
+		// sweepAt is when the earliest entry expires: a full shard is not
+		// swept again before, so a flood costs one sweep per expiry, not
+		// one per token.
+		sweepAt int64
 	}
 }
 
@@ -54,15 +58,18 @@ func (m *Memory) Use(_ context.Context, id []byte, expires time.Time) error {
 	if exp, ok := s.used[k]; ok && exp > now {
 		return ErrReplayed
 	}
-	if len(s.used) >= m.perShard {
+	if len(s.used) >= m.perShard && now >= s.sweepAt {
+		s.sweepAt = 1<<63 - 1
 		for id, exp := range s.used {
 			if exp <= now {
 				delete(s.used, id)
+			} else {
+				s.sweepAt = min(s.sweepAt, exp)
 			}
 		}
-		if len(s.used) >= m.perShard {
-			return fmt.Errorf("%w: the in-memory guard holds %d unexpired tokens in this shard, its bound", ErrUnavailable, len(s.used))
-		}
+	}
+	if len(s.used) >= m.perShard {
+		return fmt.Errorf("%w: the in-memory guard holds %d unexpired tokens in this shard, its bound", ErrUnavailable, len(s.used))
 	}
 	s.used[k] = expires.Unix() + 1 // a token is valid through its last second
 	return nil
