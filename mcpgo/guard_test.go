@@ -15,6 +15,7 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"
 	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/seal"
 )
 
@@ -33,7 +34,8 @@ func newGuarded(t *testing.T) *guarded {
 	ring, _ := keyring.Generate(keyring.AEAD)
 	s, _ := seal.New(ring)
 	a, err := mcpgo.New(s, &mcpgo.Options{
-		Options:   mrtr.Options{Audience: "test", Metrics: g.metrics},
+		Options: mrtr.Options{Audience: "test", Metrics: g.metrics,
+			SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)},
 		Principal: func(_ context.Context, h http.Header) string { return h.Get("X-Test-User") },
 	})
 	if err != nil {
@@ -149,5 +151,29 @@ func TestNoStateReachesUnguardedPaths(t *testing.T) {
 	}
 	if v := g.metrics.Values(); v.Rejected["invalid"] != 3 {
 		t.Errorf("rejections counted: %+v", v)
+	}
+}
+
+// TestSingleUse: mcp-go's adapter refuses a single-use state the second
+// time, and the handler runs once.
+func TestSingleUse(t *testing.T) {
+	g := newGuarded(t)
+	p := connect(t, g.url, "alice")
+	var res mcp.CallToolResult
+	args := json.RawMessage(`{"amount":7}`)
+	if err := p.send("tools/call", map[string]any{"name": "pay", "arguments": args}, &res); err != nil || res.RequestState == "" {
+		t.Fatalf("first round: %v", err)
+	}
+	retry := map[string]any{"name": "pay", "arguments": args, "requestState": res.RequestState, "inputResponses": accept}
+	var done mcp.CallToolResult
+	if err := p.send("tools/call", retry, &done); err != nil || g.charged.Load() != 7 {
+		t.Fatalf("second round: %v, charged %d", err, g.charged.Load())
+	}
+	g.charged.Store(0)
+	if err := p.send("tools/call", retry, &done); err == nil || !strings.Contains(err.Error(), "invalid requestState (reason: replayed)") {
+		t.Fatalf("replay: %v", err)
+	}
+	if g.charged.Load() != 0 {
+		t.Fatal("the handler ran twice on one state")
 	}
 }
