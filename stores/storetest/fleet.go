@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
@@ -178,6 +179,14 @@ func (e *env) testDown(ctx context.Context, t *testing.T) {
 		t.Fatalf("sealing while the store is down: %v", err)
 	} else if _, err := s.Open(b, tok); err != nil {
 		t.Fatalf("opening while the store is down: %v", err)
+	}
+	// A loader starting while the store is down gets a clear error that
+	// names the store.
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, _, err := keyring.LoadFile(c, loc, nil)
+	if err == nil || !strings.Contains(err.Error(), backends.Redact(loc)) {
+		t.Errorf("a load with the store down: %v, want an error naming %s", err, backends.Redact(loc))
 	}
 	e.h.Start(t)
 	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, e.o); err != nil {
