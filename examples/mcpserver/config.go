@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
@@ -16,6 +15,7 @@ import (
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/replay/redisguard"
 	"github.com/stateseal/stateseal/seal"
+	"github.com/stateseal/stateseal/stores/redis"
 )
 
 // config is the server's flags.
@@ -83,12 +83,9 @@ func guard(where string) (replay.Guard, error) {
 	if where == "memory" || where == "" {
 		return replay.NewMemory(0), nil
 	}
-	o, err := goredis.ParseURL(where)
+	client, err := redis.NewClient(where)
 	if err != nil {
 		return nil, err
 	}
-	client := goredis.NewUniversalClient(&goredis.UniversalOptions{
-		Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
-	})
 	return redisguard.New(client, redisguard.Options{}), nil
 }

@@ -77,6 +77,22 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 	return &Store{client: client, key: key, name: name}, nil
 }
 
+// NewClient returns a client for a redis:// or rediss:// URL read the way
+// the store reads it (credentials from the URL or REDIS_USERNAME and
+// REDIS_PASSWORD, addr= for Cluster, master= for Sentinel), for other uses
+// of the same Redis, such as a single-use guard (replay/redisguard).
+func NewClient(rawURL string) (goredis.UniversalClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis: URL %s does not parse", backends.Redact(rawURL))
+	}
+	o, err := options(u)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %s: %w", backends.Redact(rawURL), err)
+	}
+	return goredis.NewUniversalClient(o), nil
+}
+
 func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	q := u.Query()
 	for k := range q {
