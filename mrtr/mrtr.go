@@ -128,7 +128,7 @@ func New(s *seal.Sealer, o Options) (*Sealer, error) {
 var ErrNoPrincipal = errors.New("mrtr: request has no principal; bind the authenticated user, or set Options.AllowAnonymous")
 
 // ErrArguments reports arguments that cannot be digested (see
-// seal.ArgsOptions.Digest for the rules). It wraps seal.ErrArguments.
+// seal.ArgsOptions.Digest for the rules). It is seal.ErrArguments.
 var ErrArguments = seal.ErrArguments
 
 // A Call is one request as the middleware handles it: the state it
