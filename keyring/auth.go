@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
@@ -29,8 +30,8 @@ type Auth struct {
 }
 
 // authAD is the associated data of the wrapped authentication key.
-func authAD(keysetID string) []byte {
-	return fmt.Appendf(nil, "%s\x00%s\x00auth", keysetjson.Format, keysetID)
+func authAD(format, keysetID string) []byte {
+	return fmt.Appendf(nil, "%s\x00%s\x00auth", format, keysetID)
 }
 
 // Authenticate sets ks.Auth under kek, with a fresh authentication key.
@@ -40,12 +41,12 @@ func (ks *Keyset) Authenticate(ctx context.Context, kek backends.KEK) error {
 	key := make([]byte, 32)
 	rand.Read(key)
 	defer clear(key)
-	w, err := kek.Wrap(ctx, key, authAD(ks.ID))
+	w, err := kek.Wrap(ctx, key, authAD(keysetjson.Format, ks.ID))
 	if err != nil {
 		return fmt.Errorf("keyring: keyset %s: wrapping the authentication key: %w", ks.ID, err)
 	}
 	ks.Auth = Auth{Wrapped: w}
-	ks.Auth.Tag = ks.tag(key)
+	ks.Auth.Tag = ks.tag(keysetjson.Format, key)
 	return nil
 }
 
@@ -53,16 +54,20 @@ func (ks *Keyset) Authenticate(ctx context.Context, kek backends.KEK) error {
 // the tag does not match or the authentication key does not unwrap (the
 // wrong KEK); a KMS that does not answer is another error.
 func (ks *Keyset) Verify(ctx context.Context, kek backends.KEK) error {
-	key, err := ks.unwrapAuth(ctx, kek)
+	return ks.verify(ctx, keysetjson.Format, kek)
+}
+
+func (ks *Keyset) verify(ctx context.Context, format string, kek backends.KEK) error {
+	key, err := ks.unwrapAuth(ctx, format, kek)
 	if err != nil {
 		return err
 	}
 	defer clear(key)
-	return ks.verifyWith(key)
+	return ks.verifyWith(format, key)
 }
 
-func (ks *Keyset) unwrapAuth(ctx context.Context, kek backends.KEK) ([]byte, error) {
-	key, err := kek.Unwrap(ctx, ks.Auth.Wrapped, authAD(ks.ID))
+func (ks *Keyset) unwrapAuth(ctx context.Context, format string, kek backends.KEK) ([]byte, error) {
+	key, err := kek.Unwrap(ctx, ks.Auth.Wrapped, authAD(format, ks.ID))
 	if errors.Is(err, backends.ErrUnwrap) {
 		return nil, fmt.Errorf("%w: keyset %s: the authentication key does not unwrap (not the keyset's KEK, or the file was changed): %w", ErrUnauthenticated, ks.ID, err)
 	}
@@ -73,8 +78,8 @@ func (ks *Keyset) unwrapAuth(ctx context.Context, kek backends.KEK) ([]byte, err
 	return key, nil
 }
 
-func (ks *Keyset) verifyWith(key []byte) error {
-	if !hmac.Equal(ks.tag(key), ks.Auth.Tag) {
+func (ks *Keyset) verifyWith(format string, key []byte) error {
+	if !hmac.Equal(ks.tag(format, key), ks.Auth.Tag) {
 		return fmt.Errorf("%w: keyset %s: its contents were changed without the KEK", ErrUnauthenticated, ks.ID)
 	}
 	return nil
@@ -82,14 +87,23 @@ func (ks *Keyset) verifyWith(key []byte) error {
 
 // tag is HMAC-SHA256 over an unambiguous encoding of everything in the
 // keyset but the tag itself: each field length-prefixed, times in Unix
-// seconds, durations in seconds.
-func (ks *Keyset) tag(key []byte) []byte {
-	b := appendField(nil, []byte(keysetjson.Format+" auth"))
+// seconds, durations in nanoseconds (whole seconds, by Validate). Format 3
+// adds the freshness window and the expiry (0 when off) after the policy.
+func (ks *Keyset) tag(format string, key []byte) []byte {
+	b := appendField(nil, []byte(format+" auth"))
 	b = appendField(b, []byte(ks.ID))
 	b = binary.BigEndian.AppendUint64(b, ks.Version)
 	b = appendField(b, []byte(ks.KEK))
 	for _, d := range []int64{int64(ks.Policy.PropagationDelay), int64(ks.Policy.MaxTTL), int64(ks.Policy.Skew), int64(ks.Policy.RotationInterval)} {
 		b = binary.BigEndian.AppendUint64(b, uint64(d))
+	}
+	if format != keysetjson.FormatV2 {
+		b = binary.BigEndian.AppendUint64(b, uint64(ks.Policy.Freshness))
+		var exp int64
+		if !ks.Expires.IsZero() {
+			exp = ks.Expires.Unix()
+		}
+		b = binary.BigEndian.AppendUint64(b, uint64(exp))
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ks.Keys)))
 	for _, k := range ks.Keys {
@@ -109,4 +123,39 @@ func (ks *Keyset) tag(key []byte) []byte {
 func appendField(b, f []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(f)))
 	return append(b, f...)
+}
+
+// Upgrade reads a keyset document in format version 2, checks its
+// authentication under kek (the KEK at kekURL, which the caller trusts: a
+// version-2 document names its KEK with its transport settings, and must
+// name kekURL exactly or its identity), and returns it as a version-3
+// keyset at the next version, with the default freshness window from now,
+// authenticated under kek. The wrapped data keys are unchanged.
+func Upgrade(ctx context.Context, data []byte, kek backends.KEK, kekURL string, now time.Time) (*Keyset, error) {
+	d, err := keysetjson.ParseV2(data)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: %w", err)
+	}
+	d.Format = keysetjson.Format
+	ks, err := fromDoc(d)
+	if err != nil {
+		return nil, err
+	}
+	id, err := kekIdentity(kekURL)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: %w", err)
+	}
+	if ks.KEK != kekURL && ks.KEK != id {
+		return nil, fmt.Errorf("%w: keyset %s names %s, not %s", ErrUntrustedKEK, ks.ID, backends.Redact(ks.KEK), backends.Redact(kekURL))
+	}
+	if err := ks.verify(ctx, keysetjson.FormatV2, kek); err != nil {
+		return nil, err
+	}
+	ks.KEK, ks.Version = id, ks.Version+1
+	ks.Policy.Freshness = DefaultPolicy().Freshness
+	ks.Refresh(now)
+	if err := ks.Authenticate(ctx, kek); err != nil {
+		return nil, err
+	}
+	return ks, nil
 }

@@ -24,7 +24,7 @@ func TestMetadataTamperRefused(t *testing.T) {
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
 	}
-	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(30 * time.Minute) }}, Logger: slog.New(slog.DiscardHandler)}
+	l := &Loader{Path: path, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(30 * time.Minute) }}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -65,8 +65,10 @@ func TestMetadataTamperRefused(t *testing.T) {
 			t.Fatalf("%s: the edit does not even parse, so it tests nothing: %v", name, err)
 		}
 		os.WriteFile(path, []byte(bad), 0o600)
-		_, _, err := LoadFile(ctx, path, nil)
-		if !errors.Is(err, ErrUnauthenticated) && !errors.Is(err, backends.ErrUnwrap) {
+		_, _, err := LoadFile(ctx, path, &LoadOptions{KEK: "local:kek"})
+		if name == "KEK pointed elsewhere" && !errors.Is(err, ErrUntrustedKEK) {
+			t.Errorf("%s: LoadFile = %v, want ErrUntrustedKEK", name, err)
+		} else if name != "KEK pointed elsewhere" && !errors.Is(err, ErrUnauthenticated) && !errors.Is(err, backends.ErrUnwrap) {
 			t.Errorf("%s: LoadFile = %v, want ErrUnauthenticated", name, err)
 		}
 		if err := l.Reload(ctx); err == nil || ring.Current() != good {
@@ -79,31 +81,22 @@ func TestMetadataTamperRefused(t *testing.T) {
 // keyset (another id, or another KEK) is refused by a running loader
 // unless it is configured to follow such a change.
 func TestReloadRefusesAnotherKeyset(t *testing.T) {
-	path, _, _ := newKeysetFile(t, 1)
-	otherPath, _, _ := newKeysetFile(t, 1)
-	// The other keyset's KEK file sits beside it; copy it so that
-	// "local:kek" resolves to it from path's directory too.
-	otherKEK, _ := os.ReadFile(filepath.Join(filepath.Dir(otherPath), "kek"))
-	other, _ := os.ReadFile(otherPath)
 	for _, allow := range []bool{false, true} {
-		orig, _ := os.ReadFile(path)
-		origKEK, _ := os.ReadFile(filepath.Join(filepath.Dir(path), "kek"))
-		l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }, AllowKeysetChange: allow}, Logger: slog.New(slog.DiscardHandler)}
+		path, _, kek := newKeysetFile(t, 1)
+		other := keysetUnder(t, kek, 1) // another id, the same KEK
+		l := &Loader{Path: path, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }, AllowKeysetChange: allow}, Logger: slog.New(slog.DiscardHandler)}
 		ring, err := l.Load(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		good := ring.Current()
-		os.WriteFile(filepath.Join(filepath.Dir(path), "kek"), otherKEK, 0o600)
 		os.WriteFile(path, other, 0o600)
 		err = l.Reload(ctx)
 		switch {
-		case !allow && (err == nil || !strings.Contains(err.Error(), "AllowKeysetChange") || ring.Current() != good):
+		case !allow && (!errors.Is(err, ErrOtherKeyset) || ring.Current() != good):
 			t.Errorf("another keyset installed without AllowKeysetChange: %v", err)
 		case allow && (err != nil || ring.Current() == good):
 			t.Errorf("AllowKeysetChange: %v", err)
 		}
-		os.WriteFile(path, orig, 0o600)
-		os.WriteFile(filepath.Join(filepath.Dir(path), "kek"), origKEK, 0o600)
 	}
 }

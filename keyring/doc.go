@@ -10,7 +10,10 @@
 //   - One process, keys in memory only: [Generate].
 //   - A keyset file shared by a fleet: a [Loader], whose Load returns the
 //     ring and whose Run keeps it in step with the file. [LoadFile] reads
-//     a keyset once.
+//     a keyset once. Its [LoadOptions] are the trust root: the KEK (and
+//     keyset id) come from there, never from the keyset, which a store
+//     writer without the KEK cannot make load ([ErrUntrustedKEK],
+//     [ErrOtherKeyset], [ErrRollback], [ErrStale], [ErrFork]).
 //   - Editing keysets: package rotation, or the sealctl command.
 //
 // A [Keyset] is the stored form: a versioned JSON document (docs/KEYSET.md)

@@ -190,3 +190,11 @@ func TestParse(t *testing.T) {
 		t.Error(FormatID(0xab))
 	}
 }
+
+// testPolicy is the default policy without a freshness window: tests on a
+// fixed clock far from now (t0) test freshness where they mean to.
+func testPolicy() Policy {
+	p := DefaultPolicy()
+	p.Freshness = 0
+	return p
+}

@@ -20,7 +20,16 @@ import (
 type Keyset struct {
 	ID      string // random; binds the wrapped keys to this keyset
 	Version uint64
-	KEK     string // URL of the KEK, such as local:stateseal.kek
+	// KEK names the KEK that wraps the data keys, as an identity without
+	// transport settings (backends.Identity), such as local:stateseal.kek.
+	// A loader opens the KEK its own configuration names and refuses a
+	// keyset naming another: this field is checked, never trusted.
+	KEK string
+	// Expires, when Policy.Freshness is set, is when this version stops
+	// loading: every write sets it to the write's time plus the freshness
+	// window, and the scheduler rewrites the keyset before it passes, so
+	// a copy rolled back further than the window does not load.
+	Expires time.Time
 	Policy  Policy
 	Keys    []StoredKey
 	// Auth authenticates everything above under the KEK; see Authenticate.
@@ -49,6 +58,12 @@ type Policy struct {
 	Skew time.Duration
 	// RotationInterval is how often the scheduler rotates.
 	RotationInterval time.Duration
+	// Freshness bounds how old a keyset may be and still load: every write
+	// sets Keyset.Expires to its time plus Freshness, and the scheduler
+	// refreshes the keyset when less than half of it is left. It is the
+	// bound on a rollback of the store that a fresh instance accepts.
+	// Zero turns it off (docs/KEYSET.md says what that costs).
+	Freshness time.Duration
 }
 
 // DefaultPolicy returns the policy of a new keyset.
@@ -58,8 +73,16 @@ func DefaultPolicy() Policy {
 		MaxTTL:           time.Hour,
 		Skew:             30 * time.Second,
 		RotationInterval: 30 * 24 * time.Hour,
+		Freshness:        7 * 24 * time.Hour,
 	}
 }
+
+// Freshness bounds: shorter windows make every missed refresh an outage,
+// and longer ones a weaker rollback bound than the rotation interval.
+const (
+	MinFreshness = time.Hour
+	MaxFreshness = 366 * 24 * time.Hour
+)
 
 // Validate checks the policy's values.
 func (p Policy) Validate() error {
@@ -74,8 +97,10 @@ func (p Policy) Validate() error {
 		return errors.New("keyring: negative rotation interval")
 	case p.RotationInterval > 0 && p.RotationInterval <= p.PropagationDelay:
 		return fmt.Errorf("keyring: rotation interval %v must exceed the propagation delay %v", p.RotationInterval, p.PropagationDelay)
+	case p.Freshness != 0 && (p.Freshness < MinFreshness || p.Freshness > MaxFreshness):
+		return fmt.Errorf("keyring: freshness %v is outside [%v, %v] (or 0: off)", p.Freshness, MinFreshness, MaxFreshness)
 	}
-	for _, d := range []time.Duration{p.PropagationDelay, p.MaxTTL, p.Skew, p.RotationInterval} {
+	for _, d := range []time.Duration{p.PropagationDelay, p.MaxTTL, p.Skew, p.RotationInterval, p.Freshness} {
 		if d%time.Second != 0 {
 			return fmt.Errorf("keyring: policy duration %v is not whole seconds", d)
 		}
@@ -94,7 +119,7 @@ func NewKeysetID() string {
 // and the key id. A wrapped key copied into another slot or another keyset
 // does not unwrap there.
 func WrapAD(keysetID string, keyID uint32) []byte {
-	return fmt.Appendf(nil, "%s\x00%s\x00%s", keysetjson.Format, keysetID, FormatID(keyID))
+	return fmt.Appendf(nil, "%s\x00%s\x00%s", keysetjson.WrapDomain, keysetID, FormatID(keyID))
 }
 
 // ParseKeyset reads a keyset document strictly and validates it. Unknown
@@ -105,14 +130,25 @@ func ParseKeyset(data []byte) (*Keyset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyring: %w", err)
 	}
+	return fromDoc(d)
+}
+
+func fromDoc(d *keysetjson.Doc) (*Keyset, error) {
 	ks := &Keyset{
 		ID: d.ID, Version: d.Version, KEK: d.KEK,
 		Policy: Policy{
-			PropagationDelay: time.Duration(d.Policy.PropagationDelay) * time.Second,
-			MaxTTL:           time.Duration(d.Policy.MaxTTL) * time.Second,
-			Skew:             time.Duration(d.Policy.Skew) * time.Second,
-			RotationInterval: time.Duration(d.Policy.RotationInterval) * time.Second,
+			PropagationDelay: seconds(d.Policy.PropagationDelay),
+			MaxTTL:           seconds(d.Policy.MaxTTL),
+			Skew:             seconds(d.Policy.Skew),
+			RotationInterval: seconds(d.Policy.RotationInterval),
+			Freshness:        seconds(d.Policy.Freshness),
 		},
+	}
+	var err error
+	if d.Expires != "" {
+		if ks.Expires, err = keysetjson.ParseTime(d.Expires); err != nil {
+			return nil, fmt.Errorf("keyring: keyset %s: expires: %w", d.ID, err)
+		}
 	}
 	if ks.Auth.Wrapped, err = keysetjson.ParseWrapped(d.Auth.Wrapped); err != nil {
 		return nil, fmt.Errorf("keyring: keyset %s: auth: %w", d.ID, err)
@@ -133,6 +169,15 @@ func ParseKeyset(data []byte) (*Keyset, error) {
 	return ks, nil
 }
 
+// seconds converts a policy value, refusing none: Validate bounds them, and
+// a value so large it overflows becomes negative, which Validate refuses.
+func seconds(n int64) time.Duration {
+	if n > int64(1<<63-1)/int64(time.Second) || n < 0 {
+		return -1
+	}
+	return time.Duration(n) * time.Second
+}
+
 func parseStoredKey(k keysetjson.Key) (StoredKey, error) {
 	id, err := keysetjson.ParseKeyID(k.ID)
 	if err != nil {
@@ -146,11 +191,19 @@ func parseStoredKey(k keysetjson.Key) (StoredKey, error) {
 	if err != nil {
 		return StoredKey{}, fmt.Errorf("key %s: %w", k.ID, err)
 	}
+	created, err := keysetjson.ParseTime(k.Created)
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("key %s: created: %w", k.ID, err)
+	}
+	activation, err := keysetjson.ParseTime(k.Activation)
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("key %s: activation: %w", k.ID, err)
+	}
 	w, err := keysetjson.ParseWrapped(k.Wrapped)
 	if err != nil {
 		return StoredKey{}, fmt.Errorf("key %s: %w", k.ID, err)
 	}
-	return StoredKey{ID: id, Algorithm: alg, State: st, Created: k.Created, Activation: k.Activation, Wrapped: w}, nil
+	return StoredKey{ID: id, Algorithm: alg, State: st, Created: created, Activation: activation, Wrapped: w}, nil
 }
 
 // Validate checks the keyset: an id and a KEK URL, a valid policy, unique
@@ -169,6 +222,12 @@ func (ks *Keyset) Validate() error {
 	if err := ks.Policy.Validate(); err != nil {
 		return fmt.Errorf("keyring: keyset %s: %w", ks.ID, err)
 	}
+	if (ks.Policy.Freshness != 0) != !ks.Expires.IsZero() {
+		return fmt.Errorf("keyring: keyset %s: an expiry goes with a freshness window, and only with one", ks.ID)
+	}
+	if !wholeUTC(ks.Expires) {
+		return fmt.Errorf("keyring: keyset %s: expiry is not UTC whole seconds", ks.ID)
+	}
 	seen := map[uint32]bool{}
 	active := 0
 	for _, k := range ks.Keys {
@@ -183,6 +242,8 @@ func (ks *Keyset) Validate() error {
 			return fmt.Errorf("keyring: keyset %s: key %s: unknown state", ks.ID, FormatID(k.ID))
 		case k.Created.IsZero() || k.Activation.IsZero():
 			return fmt.Errorf("keyring: keyset %s: key %s: missing created or activation time", ks.ID, FormatID(k.ID))
+		case !wholeUTC(k.Created) || !wholeUTC(k.Activation):
+			return fmt.Errorf("keyring: keyset %s: key %s: times are not UTC whole seconds", ks.ID, FormatID(k.ID))
 		case k.Activation.Before(k.Created):
 			return fmt.Errorf("keyring: keyset %s: key %s: activation %s is before creation %s", ks.ID, FormatID(k.ID),
 				k.Activation.Format(time.RFC3339), k.Created.Format(time.RFC3339))
@@ -198,6 +259,22 @@ func (ks *Keyset) Validate() error {
 		return fmt.Errorf("keyring: keyset %s has no active key", ks.ID)
 	}
 	return nil
+}
+
+// wholeUTC reports a time the document can hold exactly: zero, or UTC in
+// whole seconds. A fraction or another zone would be lost in the document
+// or read differently by another implementation.
+func wholeUTC(t time.Time) bool {
+	return t.IsZero() || t.Location() == time.UTC && t.Nanosecond() == 0
+}
+
+// Refresh sets Expires to now plus the freshness window (nothing if the
+// window is off). Every writer calls it before Authenticate.
+func (ks *Keyset) Refresh(now time.Time) {
+	ks.Expires = time.Time{}
+	if ks.Policy.Freshness != 0 {
+		ks.Expires = now.UTC().Truncate(time.Second).Add(ks.Policy.Freshness)
+	}
 }
 
 // Marshal encodes the keyset as its JSON document. Call Authenticate
@@ -216,14 +293,18 @@ func (ks *Keyset) Marshal() ([]byte, error) {
 			MaxTTL:           int64(ks.Policy.MaxTTL / time.Second),
 			Skew:             int64(ks.Policy.Skew / time.Second),
 			RotationInterval: int64(ks.Policy.RotationInterval / time.Second),
+			Freshness:        int64(ks.Policy.Freshness / time.Second),
 		},
 		Keys: []keysetjson.Key{},
 		Auth: keysetjson.Auth{Wrapped: keysetjson.FormatWrapped(ks.Auth.Wrapped), Tag: keysetjson.FormatWrapped(ks.Auth.Tag)},
 	}
+	if !ks.Expires.IsZero() {
+		d.Expires = keysetjson.FormatTime(ks.Expires)
+	}
 	for _, k := range ks.Keys {
 		d.Keys = append(d.Keys, keysetjson.Key{
 			ID: FormatID(k.ID), Algorithm: k.Algorithm.String(), State: k.State.String(),
-			Created: k.Created.UTC(), Activation: k.Activation.UTC(), Wrapped: keysetjson.FormatWrapped(k.Wrapped),
+			Created: keysetjson.FormatTime(k.Created), Activation: keysetjson.FormatTime(k.Activation), Wrapped: keysetjson.FormatWrapped(k.Wrapped),
 		})
 	}
 	return keysetjson.Marshal(d)

@@ -27,7 +27,19 @@ func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks := &Keyset{ID: NewKeysetID(), Version: 1, KEK: "local:kek", Policy: DefaultPolicy()}
+	ks := newKeyset(t, kek, n)
+	path := filepath.Join(dir, "keyset.json")
+	if err := WriteKeysetFile(path, ks); err != nil {
+		t.Fatal(err)
+	}
+	return path, ks, kek
+}
+
+// newKeyset returns an authenticated keyset of n AEAD keys under kek,
+// named "local:kek".
+func newKeyset(t *testing.T, kek backends.KEK, n int) *Keyset {
+	t.Helper()
+	ks := &Keyset{ID: NewKeysetID(), Version: 1, KEK: "local:kek", Policy: testPolicy()}
 	for i := range n {
 		k := key(t, AEAD, t0.Add(time.Duration(i)*time.Hour), ks.IDs()...)
 		sk, err := ks.Wrap(ctx, kek, k)
@@ -39,11 +51,17 @@ func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "keyset.json")
-	if err := WriteKeysetFile(path, ks); err != nil {
+	return ks
+}
+
+// keysetUnder returns the document of a new keyset under kek.
+func keysetUnder(t *testing.T, kek backends.KEK, n int) []byte {
+	t.Helper()
+	b, err := newKeyset(t, kek, n).Marshal()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return path, ks, kek
+	return b
 }
 
 // writeAuth authenticates ks under kek and writes it, as every writer does.
@@ -79,8 +97,14 @@ func TestParseKeysetRejects(t *testing.T) {
 	edits := map[string]func(string) string{
 		"unknown field":     func(s string) string { return strings.Replace(s, `"version"`, `"colour": 1, "version"`, 1) },
 		"unknown key field": func(s string) string { return strings.Replace(s, `"state"`, `"note": "x", "state"`, 1) },
-		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v2", "stateseal-keyset-v3", 1) },
-		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v2",`, "", 1) },
+		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v3", "stateseal-keyset-v4", 1) },
+		"previous format":   func(s string) string { return strings.Replace(s, "stateseal-keyset-v3", "stateseal-keyset-v2", 1) },
+		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v3",`, "", 1) },
+		"sub-second time":   func(s string) string { return strings.Replace(s, `:00Z"`, `:00.5Z"`, 1) },
+		"zero fraction":     func(s string) string { return strings.Replace(s, `:00Z"`, `:00.000Z"`, 1) },
+		"offset time":       func(s string) string { return strings.Replace(s, `:00Z"`, `:00+00:00"`, 1) },
+		"lower-case z":      func(s string) string { return strings.Replace(s, `:00Z"`, `:00z"`, 1) },
+		"expiry, no window": func(s string) string { return strings.Replace(s, `"id"`, `"expires": "2026-07-28T12:00:00Z", "id"`, 1) },
 		"trailing data":     func(s string) string { return s + "{}" },
 		"version 0":         func(s string) string { return strings.Replace(s, `"version": 1,`, `"version": 0,`, 1) },
 		"duplicate member": func(s string) string {
@@ -188,23 +212,30 @@ func TestWriteCompareAndSwap(t *testing.T) {
 
 func TestLoadFile(t *testing.T) {
 	path, ks, _ := newKeysetFile(t, 2)
-	snap, got, err := LoadFile(ctx, path, &LoadOptions{Now: func() time.Time { return t0.Add(2 * time.Hour) }})
+	snap, got, err := LoadFile(ctx, path, &LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(2 * time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.ID != ks.ID || snap.Len() != 2 || snap.Version() != 1 {
 		t.Fatalf("loaded %s v%d with %d keys", got.ID, snap.Version(), snap.Len())
 	}
-	if p, ok := snap.Policy(); !ok || p != DefaultPolicy() {
+	if p, ok := snap.Policy(); !ok || p != testPolicy() {
 		t.Fatalf("policy %+v, %v", p, ok)
 	}
 	// Before the first key's activation nothing can seal: an error at load.
-	if _, _, err := LoadFile(ctx, path, &LoadOptions{Now: func() time.Time { return t0.Add(-time.Hour) }}); err == nil || !strings.Contains(err.Error(), "no usable primary") {
+	if _, _, err := LoadFile(ctx, path, &LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(-time.Hour) }}); err == nil || !strings.Contains(err.Error(), "no usable primary") {
 		t.Fatalf("load before any activation: %v", err)
 	}
-	// Another KEK: the error names the keyset file and the key.
+	// A KEK the configuration does not name: refused before any unwrap.
 	t.Setenv("OTHER_KEK", backends.NewLocalKey())
 	_, _, err = LoadFile(ctx, path, &LoadOptions{KEK: "local://env/OTHER_KEK"})
+	if !errors.Is(err, ErrUntrustedKEK) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), ks.ID) {
+		t.Fatalf("untrusted KEK: %v", err)
+	}
+	// The trusted KEK URL, but another key behind it: the error names the
+	// keyset file and the key.
+	os.WriteFile(filepath.Join(filepath.Dir(path), "kek"), []byte(backends.NewLocalKey()+"\n"), 0o600)
+	_, _, err = LoadFile(ctx, path, &LoadOptions{KEK: "local:kek"})
 	if !errors.Is(err, backends.ErrUnwrap) || !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), ks.ID) {
 		t.Fatalf("wrong KEK: %v", err)
 	}

@@ -3,8 +3,10 @@ package keyring
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,23 +16,38 @@ import (
 	"github.com/stateseal/stateseal/stores"
 )
 
-// LoadOptions configure loading a keyset. The zero value is usable.
+// LoadOptions configure loading a keyset. Trust comes from here, never
+// from the keyset: whoever can write the store but cannot use the KEK
+// gains nothing (docs/KEYSET.md, "Who can do what").
 type LoadOptions struct {
-	// KEK, if set, overrides the keyset's KEK URL.
+	// KEK is the URL of the KEK this instance trusts, with whatever
+	// transport settings reach it (an endpoint, Vault's address from the
+	// environment). A keyset that names another KEK does not load, and
+	// causes no KMS call. Required for a keyset in a store; for a keyset
+	// file "" means DefaultFileKEK, the local key file beside it.
 	KEK string
+	// PreviousKEK, if set, is trusted too: set it to the old KEK while a
+	// rewrap moves the keyset from it to KEK, and remove it after.
+	PreviousKEK string
+	// KeysetID, if set, is the only keyset id that loads. Unset, the id of
+	// the first keyset loaded is pinned for the Loader's life; set it so
+	// that a fresh instance cannot be given another keyset under the same
+	// KEK (another tenant's, a test one).
+	KeysetID string
+	// MinVersion refuses keyset versions below it, on fresh loads too:
+	// raise it after an emergency so that no copy from before it loads.
+	MinVersion uint64
 	// Backends opens the KEK; nil means backends.Default.
 	Backends *backends.Registry
 	// Stores opens a keyset location that is a URL; nil means
 	// stores.Default.
 	Stores *stores.Registry
-	// Now is the clock that decides whether a primary key is usable;
-	// nil means time.Now.
+	// Now is the clock that decides whether a primary key is usable and
+	// whether the keyset is fresh; nil means time.Now.
 	Now func() time.Time
 	// AllowKeysetChange lets a Loader's reload install a keyset with
-	// another id or another KEK URL than the one it loaded first. Off, such
-	// a reload is refused and the last good keys keep serving: whoever can
-	// replace the file could otherwise point the fleet at a keyset and KEK
-	// of their own.
+	// another id than the one it pinned (never one that KeysetID does not
+	// name, nor one under an untrusted KEK, nor a version below one seen).
 	AllowKeysetChange bool
 }
 
@@ -41,15 +58,26 @@ func (o *LoadOptions) now() time.Time {
 	return o.Now()
 }
 
-// OpenKEK opens the KEK of ks, which lives at location (a file path or a
-// store URL): the override in o if set, else ks.KEK. Relative local KEK
-// paths resolve against a keyset file's directory; a keyset in a
-// replicated store needs an absolute path or an environment variable.
+// OpenKEK opens the KEK that ks names, if o trusts it, for the keyset at
+// location (a file path or a store URL). It opens the URL o configures,
+// with its transport settings; the keyset only selects among o's KEKs.
+// Relative local KEK paths resolve against a keyset file's directory; a
+// keyset in a replicated store needs an absolute path or an environment
+// variable. The caller closes the KEK if it is an io.Closer.
 func OpenKEK(ctx context.Context, ks *Keyset, location string, o *LoadOptions) (backends.KEK, error) {
-	url, reg := ks.KEK, backends.Default
-	if o != nil && o.KEK != "" {
-		url = o.KEK
+	trusted, err := trustedKEKs(location, o)
+	if err != nil {
+		return nil, err
 	}
+	url, err := matchKEK(ks, trusted)
+	if err != nil {
+		return nil, err
+	}
+	return openKEKURL(ctx, url, location, o)
+}
+
+func openKEKURL(ctx context.Context, url, location string, o *LoadOptions) (backends.KEK, error) {
+	reg := backends.Default
 	if o != nil && o.Backends != nil {
 		reg = o.Backends
 	}
@@ -85,6 +113,7 @@ func LoadFile(ctx context.Context, location string, o *LoadOptions) (*Snapshot, 
 	if o != nil {
 		l.Options = *o
 	}
+	defer l.Close()
 	s, err := l.openStore(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -119,12 +148,23 @@ type Loader struct {
 	mu       sync.Mutex
 	ring     *Ring
 	current  *Keyset
-	rev      string              // the store's revision as last read
-	last     []byte              // the document as last loaded
-	failed   []byte              // the document as it last failed to load for good
-	reported string              // the last failure reported
-	outage   bool                // a transient failure was reported, and no success since
-	cache    map[cacheKey][]byte // unwrapped material by keyset, KEK, key, wrapped bytes
+	rev      string                  // the store's revision as last read
+	retry    bool                    // the last read failed on a KMS call: read again even if rev is the same
+	last     []byte                  // the document as last loaded
+	failed   []byte                  // the document as it last failed to load for good
+	reported string                  // the last failure reported
+	outage   bool                    // a transient failure was reported, and no success since
+	cache    map[cacheKey][]byte     // unwrapped material by keyset, KEK, key, wrapped bytes
+	keks     map[string]backends.KEK // opened once per configured URL; closed by Close
+	pinned   string                  // the keyset id that loads
+	seen     map[string]seenVersion  // the highest version installed, per keyset id
+}
+
+// seenVersion is the highest version of a keyset a loader installed, and
+// the digest of its document, to tell a fork from a reload.
+type seenVersion struct {
+	version uint64
+	digest  [32]byte
 }
 
 type cacheKey struct {
@@ -133,8 +173,51 @@ type cacheKey struct {
 	wrapped     string
 }
 
+// Close closes the KEK clients the loader opened (a Cloud KMS connection,
+// say) and stops nothing else: cancel Run's context first.
+func (l *Loader) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for url, k := range l.keks {
+		if c, ok := k.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+		delete(l.keks, url)
+	}
+	return errors.Join(errs...)
+}
+
+// kek returns the KEK at the configured url, opened once.
+func (l *Loader) kek(ctx context.Context, url string) (backends.KEK, error) {
+	if k, ok := l.keks[url]; ok {
+		return k, nil
+	}
+	k, err := openKEKURL(ctx, url, l.Path, &l.Options)
+	if err != nil {
+		return nil, err
+	}
+	if l.keks == nil {
+		l.keks = map[string]backends.KEK{}
+	}
+	l.keks[url] = k
+	return k, nil
+}
+
+// name is the keyset's location as logs and errors show it: credentials
+// redacted, made once.
+func (l *Loader) name() string {
+	if l.Store != nil {
+		return l.Store.String()
+	}
+	return stores.Redact(l.Path)
+}
+
 func (l *Loader) openStore(ctx context.Context) (stores.Store, error) {
 	if l.Store == nil {
+		if _, err := trustedKEKs(l.Path, &l.Options); err != nil {
+			return nil, err // before the store is even opened
+		}
 		s, err := OpenStore(ctx, l.Path, &l.Options)
 		if err != nil {
 			return nil, fmt.Errorf("keyring: %w", err)
@@ -170,6 +253,7 @@ func (l *Loader) Load(ctx context.Context) (*Ring, error) {
 		return nil, err
 	}
 	l.ring, l.current, l.last, l.rev = ring, ks, data, rev
+	l.install(ks, data)
 	return ring, nil
 }
 
@@ -235,10 +319,10 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 // until the next success or another failure, not at every tick; Reload
 // reports every time.
 func (l *Loader) reload(ctx context.Context, force bool) error {
-	if r, ok := l.Store.(stores.Revisioner); ok && !force && l.failed == nil {
+	if r, ok := l.Store.(stores.Revisioner); ok && !force && !l.retry {
 		rev, err := r.Revision(ctx)
 		if err != nil {
-			err = transientError{fmt.Errorf("keyring: %s: %w", l.Store, err)}
+			err = transientError{fmt.Errorf("keyring: %s: %w", l.name(), err)}
 			l.fail(err, force)
 			return err
 		}
@@ -249,46 +333,58 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	}
 	data, rev, err := l.Store.Read(ctx)
 	if err != nil {
-		err = transientError{fmt.Errorf("keyring: %s: %w", l.Store, err)}
+		if errors.Is(err, stores.ErrNotFound) {
+			err = fmt.Errorf("keyring: %s: %w: the keyset this instance loaded (%s version %d) is gone from its store; restore it from a backup, never create a new one, which would split the fleet", l.name(), err, l.current.ID, l.current.Version)
+		} else {
+			err = transientError{fmt.Errorf("keyring: %s: %w", l.name(), err)}
+		}
+		l.retry = true
 		l.fail(err, force)
 		return err
 	}
 	if !force && (bytes.Equal(data, l.last) || l.failed != nil && bytes.Equal(data, l.failed)) {
-		l.rev = rev
+		l.rev, l.retry = rev, false
 		return nil
 	}
 	snap, ks, err := l.load(ctx, data)
-	if err == nil && !l.Options.AllowKeysetChange && (ks.ID != l.current.ID || ks.KEK != l.current.KEK) {
-		err = fmt.Errorf("keyring: %s now holds keyset %s under KEK %s, not keyset %s under KEK %s; refused (set LoadOptions.AllowKeysetChange, or restart, to change keysets on purpose)",
-			l.Path, ks.ID, backends.Redact(ks.KEK), l.current.ID, backends.Redact(l.current.KEK))
-	}
-	if err == nil && ks.ID == l.current.ID && ks.Version < l.current.Version {
-		// An older copy of the keyset may hold keys retired since.
-		err = fmt.Errorf("keyring: keyset %s in %s went back from version %d to %d; restart to load an older version on purpose",
-			ks.ID, l.Path, l.current.Version, ks.Version)
-	}
 	if err != nil {
 		var te transientError
-		if !errors.As(err, &te) {
-			l.failed = data
+		l.retry = errors.As(err, &te)
+		if !l.retry {
+			l.failed, l.rev = data, rev
 		}
 		l.fail(err, force)
 		return err
 	}
-	l.last, l.failed, l.reported, l.outage, l.rev = data, nil, "", false, rev
+	l.last, l.failed, l.reported, l.outage, l.rev, l.retry = data, nil, "", false, rev, false
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
 	}
 	if ks.ID != l.current.ID {
-		l.logger().Warn("stateseal keyset replaced by another keyset", "path", l.Path, "old", l.current.ID, "new", ks.ID)
+		l.logger().Warn("stateseal keyset replaced by another keyset", "store", l.name(), "old", l.current.ID, "new", ks.ID)
 	}
 	l.ring.Store(snap)
-	l.logger().Info("stateseal keyset reloaded", "path", l.Path, "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
+	l.install(ks, data)
+	l.logger().Info("stateseal keyset reloaded", "store", l.name(), "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
 	l.current = ks
 	if l.OnReload != nil {
 		l.OnReload(ks)
 	}
 	return nil
+}
+
+// install records ks as seen: its version becomes the floor for its id.
+func (l *Loader) install(ks *Keyset, data []byte) {
+	if l.seen == nil {
+		l.seen = map[string]seenVersion{}
+	}
+	if v, ok := l.seen[ks.ID]; !ok || ks.Version > v.version {
+		l.seen[ks.ID] = seenVersion{ks.Version, sha256.Sum256(data)}
+	}
+	l.pinned = ks.ID
+	if l.Options.KeysetID != "" {
+		l.pinned = l.Options.KeysetID
+	}
 }
 
 // fail reports err unless the same failure was reported last.
@@ -312,7 +408,7 @@ func (l *Loader) fail(err error, force bool) {
 }
 
 func (l *Loader) report(err error) {
-	l.logger().Error("stateseal keyset reload failed; keeping the last good keys", "path", l.Path, "err", err)
+	l.logger().Error("stateseal keyset reload failed; keeping the last good keys", "store", l.name(), "err", err)
 	if l.OnError != nil {
 		l.OnError(err)
 	}

@@ -18,7 +18,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	var reported []error
 	l := &Loader{
 		Path:    path,
-		Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }},
+		Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},
 		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		OnError: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() },
 	}
@@ -80,7 +80,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 // the future is refused, and the old keys keep serving.
 func TestReloadNoUsablePrimary(t *testing.T) {
 	path, ks, kek := newKeysetFile(t, 1)
-	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0 }}, Logger: slog.New(slog.DiscardHandler)}
+	l := &Loader{Path: path, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0 }}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestReloadNoUsablePrimary(t *testing.T) {
 
 func TestRunPolls(t *testing.T) {
 	path, ks, kek := newKeysetFile(t, 1)
-	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }}, Logger: slog.New(slog.DiscardHandler)}
+	l := &Loader{Path: path, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	path, ks, kek := newKeysetFile(t, 1)
 	var mu sync.Mutex
 	reports := 0
-	l := &Loader{Path: path, Options: LoadOptions{Now: func() time.Time { return t0.Add(time.Hour) }},
+	l := &Loader{Path: path, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},
 		Logger: slog.New(slog.DiscardHandler), OnError: func(error) { mu.Lock(); reports++; mu.Unlock() }}
 	ring, err := l.Load(ctx)
 	if err != nil {

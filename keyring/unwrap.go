@@ -3,27 +3,40 @@ package keyring
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keysetjson"
 )
 
-// load parses, unwraps and checks the keyset in data, read from l.Path.
+// load parses, checks, authenticates and unwraps the keyset in data. Every
+// check that needs no key comes first, so a keyset this instance does not
+// trust (another KEK, another id, an older version, expired) costs no KMS
+// call: the store cannot make the instance talk to a KMS of its choosing.
 func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, error) {
 	ks, err := ParseKeyset(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
-	kek, err := OpenKEK(ctx, ks, l.Path, &l.Options)
+	trusted, err := trustedKEKs(l.Path, &l.Options)
+	if err != nil {
+		return nil, nil, err
+	}
+	kekURL, err := matchKEK(ks, trusted)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+	}
+	if err := l.admit(ks); err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+	}
+	kek, err := l.kek(ctx, kekURL)
 	if err != nil {
 		return nil, nil, transient(fmt.Errorf("keyring: keyset %s: %w", ks.ID, err))
-	}
-	kekURL := ks.KEK
-	if l.Options.KEK != "" {
-		kekURL = l.Options.KEK
 	}
 	// The authentication key is cached like the data keys, under the id 0
 	// no key has: an unchanged keyset costs no KMS call to reload.
@@ -31,14 +44,19 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 	ak := cacheKey{ks.ID, kekURL, 0, string(ks.Auth.Wrapped)}
 	authKey, ok := l.cache[ak]
 	if !ok {
-		if authKey, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, kek) }); err != nil {
-			return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.Path))
+		if authKey, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kek) }); err != nil {
+			return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.name()))
 		}
 	}
-	if err := ks.verifyWith(authKey); err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.Path)
+	if err := ks.verifyWith(keysetjson.Format, authKey); err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
 	next[ak] = authKey
+	// Authentic from here on. Two authentic documents with one version
+	// are two writers that each believed they were next: say so.
+	if v, ok := l.seen[ks.ID]; ok && v.version == ks.Version && v.digest != sha256.Sum256(data) {
+		return nil, nil, fmt.Errorf("%w: keyset %s version %d in %s is not the one this instance loaded; find which write was lost, then write the keyset that should win at a higher version (docs/ROTATION.md)", ErrFork, ks.ID, ks.Version, l.name())
+	}
 	var keys []Key
 	for _, sk := range ks.Keys {
 		if sk.State == Retired {
@@ -52,7 +70,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 				return k.Material, err
 			})
 			if err != nil {
-				return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.Path))
+				return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.name()))
 			}
 		}
 		next[ck] = m
@@ -61,15 +79,40 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 	}
 	snap, err := NewSnapshot(keys)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.Path)
+		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
 	}
 	if _, err := snap.Primary(l.Options.now()); err != nil {
-		return nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.Path, err)
+		return nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.name(), err)
 	}
 	p := ks.Policy
 	snap.policy, snap.version = &p, ks.Version
 	l.cache = next
 	return snap, ks, nil
+}
+
+// admit refuses, before any KMS call, a keyset this loader must not
+// install: another id than the pinned one, a version below the floor, an
+// expired freshness window. Its values are not authenticated yet; each
+// check can only refuse.
+func (l *Loader) admit(ks *Keyset) error {
+	o := &l.Options
+	pinned := o.KeysetID
+	if pinned == "" && !o.AllowKeysetChange {
+		pinned = l.pinned
+	}
+	if pinned != "" && ks.ID != pinned {
+		return fmt.Errorf("%w: found %s, pinned %s (LoadOptions.KeysetID, or the first keyset loaded; restart, or set AllowKeysetChange, to change keysets on purpose)", ErrOtherKeyset, ks.ID, pinned)
+	}
+	if ks.Version < o.MinVersion {
+		return fmt.Errorf("%w: keyset %s is at version %d, below the configured minimum %d", ErrRollback, ks.ID, ks.Version, o.MinVersion)
+	}
+	if v, ok := l.seen[ks.ID]; ok && ks.Version < v.version {
+		return fmt.Errorf("%w: keyset %s went back from version %d to %d; an older copy may hold keys retired since", ErrRollback, ks.ID, v.version, ks.Version)
+	}
+	if ks.Policy.Freshness != 0 && !l.Options.now().Before(ks.Expires) {
+		return fmt.Errorf("%w: keyset %s version %d expired at %s (freshness %v): run 'sealctl refresh' or a rotation.Scheduler, or the store was rolled back", ErrStale, ks.ID, ks.Version, ks.Expires.Format(time.RFC3339), ks.Policy.Freshness)
+	}
+	return nil
 }
 
 // unwraps lets concurrent loads of one keyset (several Loaders in one
@@ -97,7 +140,7 @@ func (e transientError) Unwrap() error { return e.error }
 // transient marks err as transient unless the KMS answered that the bytes
 // do not unwrap, which no retry changes.
 func transient(err error) error {
-	if errors.Is(err, backends.ErrUnwrap) || errors.Is(err, ErrUnauthenticated) {
+	if errors.Is(err, backends.ErrUnwrap) || errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrUntrustedKEK) {
 		return err
 	}
 	return transientError{err}

@@ -31,11 +31,11 @@ func TestMetrics(t *testing.T) {
 	dir := t.TempDir()
 	backends.GenerateLocal(filepath.Join(dir, "kek"))
 	path := filepath.Join(dir, "keyset.json")
-	o := &rotation.Options{Logger: slog.New(slog.DiscardHandler)}
+	o := &rotation.Options{KEK: "local:kek", Logger: slog.New(slog.DiscardHandler)}
 	if _, err := rotation.Init(ctx, path, "local:kek", keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		t.Fatal(err)
 	}
-	l := &keyring.Loader{Path: path, Logger: slog.New(slog.DiscardHandler)}
+	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{KEK: "local:kek"}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)

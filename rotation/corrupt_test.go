@@ -40,7 +40,7 @@ func TestCorruptWrappedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.advance(time.Hour)
-	lo := &keyring.LoadOptions{Now: clk.now}
+	lo := &keyring.LoadOptions{KEK: "local:kek", Now: clk.now}
 	_, _, err = keyring.LoadFile(ctx, path, lo)
 	if !errors.Is(err, backends.ErrUnwrap) || !strings.Contains(err.Error(), keyring.FormatID(bad)) {
 		t.Fatalf("load names the key that fails: %v", err)

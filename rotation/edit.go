@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -12,11 +13,28 @@ import (
 	"github.com/stateseal/stateseal/stores"
 )
 
-// Options configure every operation. The zero value is usable.
+// Options configure every operation. The zero value is usable for a
+// keyset file under the local KEK beside it.
 type Options struct {
-	// KEK, if set, overrides the keyset's KEK URL for unwrapping and
-	// wrapping (Rewrap's target is its own argument).
+	// KEK is the KEK the editor trusts, as keyring.LoadOptions.KEK: a
+	// keyset naming another is not edited. Required for a keyset in a
+	// store. Rewrap's target is its own argument.
 	KEK string
+	// PreviousKEK is trusted too, as keyring.LoadOptions.PreviousKEK.
+	PreviousKEK string
+	// KeysetID and MinVersion refuse, as a loader does, another keyset or
+	// one rolled back below the minimum.
+	KeysetID   string
+	MinVersion uint64
+	// Loader, if set, is the loader of the instance this editor runs in
+	// (a Scheduler's): an edit refuses a keyset the loader would refuse, so
+	// a store rolled back below what the instance loaded is never written
+	// back at a new version.
+	Loader *keyring.Loader
+	// AllowStale lets an edit start from a keyset whose freshness window
+	// has passed. Refresh uses it when an operator has checked that the
+	// expired keyset is the latest (sealctl refresh --stale).
+	AllowStale bool
 	// Backends opens KEKs; nil means backends.Default.
 	Backends *backends.Registry
 	// Stores opens a keyset location that is a URL; nil means
@@ -46,7 +64,33 @@ func (o *Options) loadOptions() *keyring.LoadOptions {
 	if o == nil {
 		return nil
 	}
-	return &keyring.LoadOptions{KEK: o.KEK, Backends: o.Backends, Stores: o.Stores, Now: o.Now}
+	return &keyring.LoadOptions{KEK: o.KEK, PreviousKEK: o.PreviousKEK, KeysetID: o.KeysetID, MinVersion: o.MinVersion,
+		Backends: o.Backends, Stores: o.Stores, Now: o.Now}
+}
+
+// check refuses a keyset that a loader configured like o would refuse,
+// before any KMS call.
+func (o *Options) check(ks *keyring.Keyset, location string) error {
+	var err error
+	if o != nil && o.Loader != nil {
+		err = o.Loader.CheckKeyset(ks)
+	} else {
+		err = keyring.CheckKeyset(ks, location, o.loadOptions())
+	}
+	if errors.Is(err, keyring.ErrStale) && o != nil && o.AllowStale {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("rotation: not editing: %w", err)
+	}
+	return nil
+}
+
+// closeKEK closes k if it holds connections.
+func closeKEK(k backends.KEK) {
+	if c, ok := k.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 func (o *Options) backends() *backends.Registry {
@@ -61,6 +105,8 @@ type Result struct {
 	Keyset   *keyring.Keyset // as written
 	Key      uint32          // the key the operation was about, if any
 	Warnings []string        // things an operator should know; the edit was made
+
+	signer backends.KEK // set by Rewrap: the KEK the edited keyset is under
 }
 
 // edit reads the keyset at location (a file path or a store URL), checks
@@ -80,10 +126,14 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyring.
 	if err != nil {
 		return Result{}, err
 	}
+	if err := o.check(cur, location); err != nil {
+		return Result{}, err
+	}
 	kek, err := keyring.OpenKEK(ctx, cur, location, lo)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
 	}
+	defer closeKEK(kek)
 	if err := cur.Verify(ctx, kek); err != nil {
 		return Result{}, fmt.Errorf("rotation: %w (in %s)", err, s)
 	}
@@ -94,18 +144,18 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyring.
 	}
 	ks.Version = cur.Version + 1
 	signer := kek
-	if ks.KEK != cur.KEK {
-		if signer, err = openKEK(ctx, ks.KEK, location, o); err != nil {
-			return Result{}, err
-		}
+	if res.signer != nil {
+		signer = res.signer
+		defer closeKEK(signer)
 	}
+	ks.Refresh(o.now())
 	if err := ks.Authenticate(ctx, signer); err != nil {
 		return Result{}, err
 	}
 	if _, err := keyring.WriteKeyset(ctx, s, ks, rev); err != nil {
 		return Result{}, err
 	}
-	res.Keyset = ks
+	res.Keyset, res.signer = ks, nil
 	return res, nil
 }
 
@@ -123,13 +173,19 @@ func editRetry(ctx context.Context, location string, o *Options, fn func(ks *key
 		if !errors.Is(err, keyring.ErrConflict) || i == retries-1 {
 			return res, err
 		}
-		o.logger().Info("stateseal keyset changed during an edit; editing again", "keyset", location)
+		o.logger().Info("stateseal keyset changed during an edit; editing again", "store", stores.Redact(location))
 	}
 }
 
-// openKEK opens the KEK at url for the keyset at location.
+// openKEK opens the KEK at url, which comes from the operator or the
+// configuration, for the keyset at location.
 func openKEK(ctx context.Context, url, location string, o *Options) (backends.KEK, error) {
-	k, err := keyring.OpenKEK(ctx, &keyring.Keyset{KEK: url}, location, &keyring.LoadOptions{Backends: o.backends()})
+	ks := &keyring.Keyset{}
+	var err error
+	if ks.KEK, err = keyring.KEKIdentity(url); err != nil {
+		return nil, fmt.Errorf("rotation: %w", err)
+	}
+	k, err := keyring.OpenKEK(ctx, ks, location, &keyring.LoadOptions{KEK: url, Backends: o.backends()})
 	if err != nil {
 		return nil, fmt.Errorf("rotation: %w", err)
 	}

@@ -23,7 +23,7 @@ func ExampleRotate() {
 	backends.GenerateLocal(filepath.Join(dir, "kek"))
 
 	now := time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
-	o := &rotation.Options{Now: func() time.Time { return now }}
+	o := &rotation.Options{KEK: "local:kek", Now: func() time.Time { return now }}
 	first, err := rotation.Init(ctx, path, "local:kek", keyring.AEAD, keyring.DefaultPolicy(), o)
 	if err != nil {
 		log.Fatal(err)

@@ -24,7 +24,7 @@ type instance struct {
 
 func newInstance(t *testing.T, name, path string, clk *clock) *instance {
 	t.Helper()
-	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{Now: clk.now},
+	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{KEK: "local:kek", PreviousKEK: "local:kek2", Now: clk.now},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ring, err := l.Load(ctx)
 	if err != nil {
@@ -144,8 +144,11 @@ func TestRewrap(t *testing.T) {
 	if got, err := fresh.sealer.Open(bind, tok); err != nil || string(got) != "before" {
 		t.Fatalf("token from before the rewrap: %v", err)
 	}
-	if _, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{KEK: "local:kek", Now: clk.now}); !errors.Is(err, backends.ErrUnwrap) {
-		t.Fatalf("old KEK on the rewrapped keyset: %v", err)
+	if _, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{KEK: "local:kek", Now: clk.now}); !errors.Is(err, keyring.ErrUntrustedKEK) {
+		t.Fatalf("an instance that trusts only the old KEK loaded the rewrapped keyset: %v", err)
+	}
+	if _, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{KEK: "local:kek2", Now: clk.now}); err != nil {
+		t.Fatalf("an instance that trusts the new KEK: %v", err)
 	}
 	// A rewrap to a KEK that cannot be opened writes nothing.
 	if _, err := Rewrap(ctx, path, "local:nope", o); err == nil || read(t, path).Version != after.Version {
@@ -157,7 +160,7 @@ func TestRewrap(t *testing.T) {
 // sealer of the fleet; an option may tighten them, never loosen them.
 func TestPolicyBoundsSealer(t *testing.T) {
 	path, clk, _ := setup(t) // policy: max TTL 1h, skew 30s
-	snap, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{Now: clk.now})
+	snap, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{KEK: "local:kek", Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}

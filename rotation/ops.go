@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/stores"
 )
 
 // Init creates a keyset file at path with one key of alg, active at once
@@ -18,20 +20,26 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 	if err := p.Validate(); err != nil {
 		return Result{}, err
 	}
-	ks := &keyring.Keyset{ID: keyring.NewKeysetID(), Version: 1, KEK: kekURL, Policy: p}
-	if o != nil && o.KEK != "" {
-		return Result{}, errors.New("rotation: Init takes the KEK URL as its argument, not as an override")
+	if o != nil && o.KEK != "" && o.KEK != kekURL {
+		return Result{}, errors.New("rotation: Init takes the KEK URL as its argument; Options.KEK names another")
 	}
-	kek, err := keyring.OpenKEK(ctx, ks, path, o.loadOptions())
+	id, err := keyring.KEKIdentity(kekURL)
+	if err != nil {
+		return Result{}, fmt.Errorf("rotation: %w", err)
+	}
+	ks := &keyring.Keyset{ID: keyring.NewKeysetID(), Version: 1, KEK: id, Policy: p}
+	kek, err := openKEK(ctx, kekURL, path, o)
 	if err != nil {
 		return Result{}, err
 	}
+	defer closeKEK(kek)
 	now := o.now()
 	sk, err := ks.NewStoredKey(ctx, kek, alg, now, now)
 	if err != nil {
 		return Result{}, err
 	}
 	ks.Keys = []keyring.StoredKey{sk}
+	ks.Refresh(now)
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		return Result{}, err
 	}
@@ -42,7 +50,7 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 	if _, err := keyring.WriteKeyset(ctx, s, ks, ""); err != nil {
 		return Result{}, err
 	}
-	o.logger().Info("stateseal keyset created", "path", path, "keyset", ks.ID, "key", keyring.FormatID(sk.ID), "algorithm", alg)
+	o.logger().Info("stateseal keyset created", "store", stores.Redact(path), "keyset", ks.ID, "key", keyring.FormatID(sk.ID), "algorithm", alg)
 	return Result{Keyset: ks, Key: sk.ID}, nil
 }
 
@@ -104,7 +112,7 @@ func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when
 		return res, nil
 	})
 	if err == nil {
-		o.logger().Info("stateseal key rotated", "path", path, "key", keyring.FormatID(res.Key),
+		o.logger().Info("stateseal key rotated", "store", stores.Redact(path), "key", keyring.FormatID(res.Key),
 			"activation", res.Keyset.Keys[len(res.Keyset.Keys)-1].Activation, "version", res.Keyset.Version)
 	}
 	return res, err
@@ -178,6 +186,10 @@ func Prune(ctx context.Context, path string, o *Options) (Result, error) {
 // is unwrapped with the old KEK first: a key that does not unwrap stops the
 // rewrap and nothing is written.
 func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error) {
+	id, err := keyring.KEKIdentity(newKEK)
+	if err != nil {
+		return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
+	}
 	return editRetry(ctx, path, o, func(ks *keyring.Keyset, old backends.KEK) (Result, error) {
 		next, err := openKEK(ctx, newKEK, path, o)
 		if err != nil {
@@ -186,16 +198,30 @@ func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error
 		for i, sk := range ks.Keys {
 			k, err := ks.UnwrapKey(ctx, old, sk)
 			if err != nil {
+				closeKEK(next)
 				return Result{}, err
 			}
 			w, err := ks.Wrap(ctx, next, k)
 			clear(k.Material)
 			if err != nil {
+				closeKEK(next)
 				return Result{}, err
 			}
 			ks.Keys[i].Wrapped = w.Wrapped
 		}
-		ks.KEK = newKEK
+		ks.KEK = id
+		return Result{signer: next}, nil
+	})
+}
+
+// Refresh rewrites the keyset unchanged but for its version and a new
+// expiry (now plus the policy's freshness window), so that it keeps
+// loading; the Scheduler does it on its own. Edits refresh too.
+func Refresh(ctx context.Context, path string, o *Options) (Result, error) {
+	return editRetry(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+		if ks.Policy.Freshness == 0 {
+			return Result{}, fmt.Errorf("rotation: keyset %s has no freshness window; there is nothing to refresh", ks.ID)
+		}
 		return Result{}, nil
 	})
 }
@@ -206,4 +232,51 @@ func usable(ks *keyring.Keyset, now time.Time) error {
 		return fmt.Errorf("rotation: keyset %s would have no key able to seal", ks.ID)
 	}
 	return nil
+}
+
+// Upgrade rewrites a keyset in format version 2 as format version 3, at
+// the next version, after checking its authentication under Options.KEK
+// (which must be the KEK the keyset names). The data keys and their
+// wrapping do not change, so no token breaks; the keyset gains the
+// default freshness window (docs/KEYSET.md).
+func Upgrade(ctx context.Context, path string, o *Options) (Result, error) {
+	lo := o.loadOptions()
+	s, err := keyring.OpenStore(ctx, path, lo)
+	if err != nil {
+		return Result{}, err
+	}
+	data, rev, err := s.Read(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("rotation: %s: %w", s, err)
+	}
+	url := DefaultKEK(path, o)
+	if url == "" {
+		return Result{}, errors.New("rotation: upgrading a keyset in a store needs Options.KEK")
+	}
+	kek, err := openKEK(ctx, url, path, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeKEK(kek)
+	ks, err := keyring.Upgrade(ctx, data, kek, url, o.now())
+	if err != nil {
+		return Result{}, fmt.Errorf("%w (in %s)", err, s)
+	}
+	if _, err := keyring.WriteKeyset(ctx, s, ks, rev); err != nil {
+		return Result{}, err
+	}
+	o.logger().Info("stateseal keyset upgraded", "store", stores.Redact(path), "keyset", ks.ID, "version", ks.Version)
+	return Result{Keyset: ks}, nil
+}
+
+// DefaultKEK is the KEK an editor of the keyset at location trusts: o.KEK,
+// or for a keyset file keyring.DefaultFileKEK; "" for a store without one.
+func DefaultKEK(location string, o *Options) string {
+	if o != nil && o.KEK != "" {
+		return o.KEK
+	}
+	if stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
+		return ""
+	}
+	return keyring.DefaultFileKEK
 }

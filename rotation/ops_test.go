@@ -36,9 +36,9 @@ func setup(t *testing.T) (string, *clock, *Options) {
 		t.Fatal(err)
 	}
 	clk := &clock{t: t0}
-	o := &Options{Now: clk.now, Logger: discard}
+	o := &Options{KEK: "local:kek", Now: clk.now, Logger: discard}
 	path := filepath.Join(dir, "keyset.json")
-	if _, err := Init(ctx, path, "local:kek", keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
+	if _, err := Init(ctx, path, "local:kek", keyring.AEAD, testPolicy(), o); err != nil {
 		t.Fatal(err)
 	}
 	return path, clk, o
@@ -142,7 +142,7 @@ func TestForcedRetire(t *testing.T) {
 	old := read(t, path).Keys[0].ID
 	Rotate(ctx, path, RotateOptions{Immediate: true}, o)
 	res, err := Retire(ctx, path, old, true, o)
-	if err != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "forced") {
+	if err != nil || len(res.Warnings) != 2 || !strings.Contains(res.Warnings[0], "forced") || !strings.Contains(res.Warnings[1], "A leaked key") {
 		t.Fatalf("forced retire after a leak: %v, %v", err, res.Warnings)
 	}
 }
@@ -216,4 +216,12 @@ func TestStaleEditConflicts(t *testing.T) {
 	if len(read(t, path).Keys) != 2 {
 		t.Fatal("stale edit removed the rotated key")
 	}
+}
+
+// testPolicy is the default policy without a freshness window: most tests
+// jump their clock by weeks, past any window, with no scheduler ticking.
+func testPolicy() keyring.Policy {
+	p := keyring.DefaultPolicy()
+	p.Freshness = 0
+	return p
 }

@@ -62,7 +62,10 @@ func Retire(ctx context.Context, path string, id uint32, force bool, o *Options)
 			return Result{}, fmt.Errorf("rotation: key %s may have sealed tokens valid until %s (successor's activation + max TTL + skew); retire after that, or --force",
 				keyring.FormatID(id), at.Format(time.RFC3339))
 		default:
-			res.Warnings = append(res.Warnings, fmt.Sprintf("forced: tokens sealed by key %s that were still valid are rejected from now on", keyring.FormatID(id)))
+			res.Warnings = append(res.Warnings,
+				fmt.Sprintf("forced: tokens sealed by key %s that were still valid are rejected from now on", keyring.FormatID(id)),
+				"if the key leaked, this is not enough: a copy of the keyset from before this version still opens its tokens wherever it loads; "+
+					"next: prune, rewrap to a new KEK version, and disable the old KEK version in the KMS (docs/ROTATION.md, \"A leaked key\")")
 		}
 		k.State = keyring.Retired
 		if err := usable(ks, now); err != nil {

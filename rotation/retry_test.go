@@ -32,6 +32,12 @@ func (r *racy) Write(ctx context.Context, data []byte, rev string) (string, erro
 // which would add a second key if redone, reports the conflict.
 func TestEditRetries(t *testing.T) {
 	path, clk, o := setup(t)
+	// A keyset in a store names its local KEK by an absolute path.
+	abs := "local:" + keyring.KeysetDir(path) + "/kek"
+	if _, err := Rewrap(ctx, path, abs, o); err != nil {
+		t.Fatal(err)
+	}
+	o.KEK = abs
 	Rotate(ctx, path, RotateOptions{}, o)
 	clk.advance(2 * time.Hour)
 	old := read(t, path).Keys[0].ID
@@ -46,7 +52,6 @@ func TestEditRetries(t *testing.T) {
 	ro := *o
 	ro.Stores = reg
 	loc := "racy://keyset"
-	ro.KEK = "local:" + keyring.KeysetDir(path) + "/kek"
 	if _, err := Retire(ctx, loc, old, false, &ro); err != nil {
 		t.Fatalf("retire after a lost race: %v", err)
 	}

@@ -7,12 +7,16 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/stores"
 )
 
-// A Scheduler rotates a keyset file on the keyset's rotation interval and
-// retires keys once that is safe. Any number of instances may run one on
-// the same file: each edit is compare-and-swap, so exactly one rotation
-// wins per interval and the others see it on their next read.
+// A Scheduler rotates a keyset on the keyset's rotation interval, retires
+// keys once that is safe, and refreshes the keyset before its freshness
+// window runs out. Any number of instances may run one on the same
+// keyset: each edit is compare-and-swap, so exactly one rotation wins per
+// interval and the others see it on their next read. Set Options.Loader
+// to the instance's loader, so that a scheduler never writes back a
+// keyset older than the one its instance loaded.
 type Scheduler struct {
 	Path    string
 	Options Options
@@ -22,8 +26,9 @@ type Scheduler struct {
 
 // TickResult says what one tick did.
 type TickResult struct {
-	Rotated uint32   // id of the key added, or 0
-	Retired []uint32 // keys retired
+	Rotated   uint32   // id of the key added, or 0
+	Retired   []uint32 // keys retired
+	Refreshed bool     // the keyset was rewritten to renew its expiry
 }
 
 // Tick runs once: rotate if the newest key is older than the rotation
@@ -62,8 +67,36 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		tr.Retired = nil // the next tick looks again
 	case err != nil:
 		return tr, err
+	default:
+		for _, id := range tr.Retired {
+			s.Options.logger().Info("stateseal key retired", "store", stores.Redact(s.Path), "key", keyring.FormatID(id))
+		}
+	}
+	if tr.Rotated != 0 || tr.Retired != nil {
+		return tr, nil // those edits refreshed the keyset
+	}
+	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+		if !refreshDue(ks, now) {
+			return Result{}, errNotDue
+		}
+		return Result{}, nil
+	})
+	switch {
+	case errors.Is(err, errNotDue), errors.Is(err, keyring.ErrConflict):
+	case err != nil:
+		return tr, err
+	default:
+		tr.Refreshed = true
+		s.Options.logger().Info("stateseal keyset refreshed", "store", stores.Redact(s.Path))
 	}
 	return tr, nil
+}
+
+// refreshDue reports whether less than half of the keyset's freshness
+// window is left: a scheduler that misses a few ticks still refreshes in
+// time.
+func refreshDue(ks *keyring.Keyset, now time.Time) bool {
+	return ks.Policy.Freshness != 0 && !now.Before(ks.Expires.Add(-ks.Policy.Freshness/2))
 }
 
 // due reports whether the newest key was created a rotation interval or
@@ -91,7 +124,7 @@ func (s *Scheduler) Run(ctx context.Context, every time.Duration) error {
 	defer t.Stop()
 	for {
 		if _, err := s.Tick(ctx); err != nil {
-			s.Options.logger().Error("stateseal rotation tick failed", "path", s.Path, "err", err)
+			s.Options.logger().Error("stateseal rotation tick failed", "store", stores.Redact(s.Path), "err", err)
 			if s.OnError != nil {
 				s.OnError(err)
 			}

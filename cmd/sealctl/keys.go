@@ -47,6 +47,9 @@ func newInit(p *paths) *cobra.Command {
 				return err
 			}
 			res, err := rotation.Init(cmd.Context(), path, kek, a, pol, &rotation.Options{Logger: quiet})
+			if err == nil {
+				recordSeen(res.Keyset)
+			}
 			if err != nil {
 				if created != "" {
 					os.Remove(created) // a failed init leaves nothing behind
@@ -67,6 +70,7 @@ func newInit(p *paths) *cobra.Command {
 	f.DurationVar(&pol.MaxTTL, "max-ttl", pol.MaxTTL, "longest token lifetime")
 	f.DurationVar(&pol.Skew, "skew", pol.Skew, "clock skew tolerated between instances")
 	f.DurationVar(&pol.RotationInterval, "rotation-interval", pol.RotationInterval, "scheduled rotation interval (0: off)")
+	f.DurationVar(&pol.Freshness, "freshness", pol.Freshness, "how long a version loads unless rewritten: the bound on a store rollback (0: off)")
 	return cmd
 }
 
@@ -112,9 +116,11 @@ func newRotate(p *paths) *cobra.Command {
 				ro.Algorithm = a
 			}
 			ro.Immediate = now
-			res, err := rotation.Rotate(cmd.Context(), p.keysetPath(), ro, p.options())
+			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
+				return rotation.Rotate(cmd.Context(), p.keysetPath(), ro, p.options())
+			})
 			if err != nil {
-				return p.inFile(err)
+				return err
 			}
 			k, _ := res.Keyset.Key(res.Key)
 			fmt.Fprintf(cmd.OutOrStdout(), "rotated: key %s (%s) seals from %s; keyset version %d\n",
@@ -145,9 +151,9 @@ func keyCommand(p *paths, use, short string, op func(cmd *cobra.Command, path st
 			if err != nil {
 				return err
 			}
-			res, err := op(cmd, p.keysetPath(), id)
+			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) { return op(cmd, p.keysetPath(), id) })
 			if err != nil {
-				return p.inFile(err)
+				return err
 			}
 			k, _ := res.Keyset.Key(id)
 			fmt.Fprintf(cmd.OutOrStdout(), "key %s is %s; keyset version %d\n", a[0], k.State, res.Keyset.Version)
@@ -188,9 +194,11 @@ func newPrune(p *paths) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := rotation.Prune(cmd.Context(), p.keysetPath(), p.options())
+			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
+				return rotation.Prune(cmd.Context(), p.keysetPath(), p.options())
+			})
 			if err != nil {
-				return p.inFile(err)
+				return err
 			}
 			n := len(before.Keys) - len(res.Keyset.Keys)
 			if n == 0 {
@@ -212,26 +220,24 @@ func newRewrap(p *paths) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
 				// The same KEK: each key moves to its newest version (after
-				// a Vault transit or Cloud KMS rotation, say).
-				ks, err := p.readKeyset(cmd.Context())
-				if err != nil {
-					return err
-				}
-				to = ks.KEK
-				if u := p.kekURL(); u != "" {
-					to = u
+				// a Vault transit or Cloud KMS rotation, say). It is the
+				// configured KEK, never the one the keyset names.
+				if to = rotation.DefaultKEK(p.keysetPath(), p.options()); to == "" {
+					return usageError{fmt.Errorf("rewrap of a keyset in a store needs --kek (or $%s)", envKEK)}
 				}
 			}
 			created, err := createLocalKEK(to, p.keysetPath())
 			if err != nil {
 				return err
 			}
-			res, err := rotation.Rewrap(cmd.Context(), p.keysetPath(), to, p.options())
+			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
+				return rotation.Rewrap(cmd.Context(), p.keysetPath(), to, p.options())
+			})
 			if err != nil {
 				if created != "" {
 					os.Remove(created)
 				}
-				return p.inFile(err)
+				return err
 			}
 			if created != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "created KEK %s (mode 0600): keep it secret, back it up\n", created)
@@ -242,6 +248,48 @@ func newRewrap(p *paths) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&to, "to", "", "URL of the new KEK (a local file that does not exist is created); default: the keyset's own, at its newest version")
 	return cmd
+}
+
+func newRefresh(p *paths) *cobra.Command {
+	var stale bool
+	cmd := &cobra.Command{
+		Use:   "refresh [--stale]",
+		Short: "Rewrite the keyset unchanged to renew its expiry (the scheduler does it on its own)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o := p.options()
+			o.AllowStale = stale
+			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
+				return rotation.Refresh(cmd.Context(), p.keysetPath(), o)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "refreshed keyset %s: version %d loads until %s\n",
+				res.Keyset.ID, res.Keyset.Version, res.Keyset.Expires.Format(time.RFC3339))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&stale, "stale", false, "refresh a keyset that has already expired, after checking it is the newest version (not a rollback)")
+	return cmd
+}
+
+func newUpgrade(p *paths) *cobra.Command {
+	return &cobra.Command{
+		Use:   "upgrade",
+		Short: "Rewrite a keyset of format version 2 as version 3 (no key changes)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := rotation.Upgrade(cmd.Context(), p.keysetPath(), p.options())
+			if err != nil {
+				return p.inFile(err)
+			}
+			recordSeen(res.Keyset)
+			fmt.Fprintf(cmd.OutOrStdout(), "upgraded keyset %s to format version 3: version %d, freshness %s\n",
+				res.Keyset.ID, res.Keyset.Version, res.Keyset.Policy.Freshness)
+			return nil
+		},
+	}
 }
 
 func newKEK() *cobra.Command {

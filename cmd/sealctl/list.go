@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
+	"github.com/stateseal/stateseal/stores"
 )
 
 type keyRow struct {
@@ -112,12 +114,21 @@ func newVerify(p *paths) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := keyring.CheckKeyset(ks, path, p.loadOptions()); err != nil {
+				return p.inFile(err)
+			}
 			kek, err := keyring.OpenKEK(cmd.Context(), ks, path, p.loadOptions())
 			if err != nil {
 				return p.inFile(err)
 			}
+			if c, ok := kek.(io.Closer); ok {
+				defer c.Close()
+			}
 			w := cmd.OutOrStdout()
 			if err := ks.Verify(cmd.Context(), kek); err != nil {
+				return p.inFile(err)
+			}
+			if err := checkSeen(ks); err != nil {
 				return p.inFile(err)
 			}
 			fmt.Fprintf(w, "keyset %s version %d: metadata authenticates under its KEK\n", ks.ID, ks.Version)
@@ -136,8 +147,9 @@ func newVerify(p *paths) *cobra.Command {
 				return p.inFile(err)
 			}
 			if failed > 0 {
-				return fmt.Errorf("%s: %d of %d keys do not unwrap", path, failed, len(ks.Keys))
+				return fmt.Errorf("%s: %d of %d keys do not unwrap", stores.Redact(path), failed, len(ks.Keys))
 			}
+			recordSeen(ks)
 			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", ks.ID, ks.Version, len(ks.Keys))
 			return nil
 		},

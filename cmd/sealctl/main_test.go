@@ -22,6 +22,11 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:  "testdata",
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"keyids": keyIDs},
+		Setup: func(e *testscript.Env) error {
+			// Each script keeps its own record of the keysets it saw.
+			e.Setenv("STATESEAL_STATE", e.WorkDir+"/seen.json")
+			return nil
+		},
 	})
 }
 

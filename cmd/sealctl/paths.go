@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
@@ -24,16 +24,29 @@ const (
 	defaultKEK    = "local:stateseal.kek"
 	envKeyset     = "STATESEAL_KEYSET"
 	envKEK        = "STATESEAL_KEK"
+	envKeysetID   = "STATESEAL_KEYSET_ID"
 )
 
 type paths struct {
-	keyset string // --keyset, $STATESEAL_KEYSET, ./keyset.json
-	kek    string // --kek, $STATESEAL_KEK; "" means the keyset's own
+	keyset   string // --keyset, $STATESEAL_KEYSET, ./keyset.json
+	kek      string // --kek, $STATESEAL_KEK; "" means local:stateseal.kek for a file
+	keysetID string // --keyset-id, $STATESEAL_KEYSET_ID; "" pins nothing
+	minVer   uint64 // --min-version
 }
 
 func (p *paths) register(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&p.keyset, "keyset", "", "keyset file or store URL (vault-kv://..., redis://...; default $"+envKeyset+", else ./"+defaultKeyset+")")
-	cmd.PersistentFlags().StringVar(&p.kek, "kek", "", "KEK URL, overriding the keyset's (default $"+envKEK+")")
+	f := cmd.PersistentFlags()
+	f.StringVar(&p.keyset, "keyset", "", "keyset file or store URL (vault-kv://..., redis://...; default $"+envKeyset+", else ./"+defaultKeyset+")")
+	f.StringVar(&p.kek, "kek", "", "URL of the KEK the keyset must be under: trust comes from here, never from the keyset (default $"+envKEK+", else "+defaultKEK+" for a keyset file; required for a store)")
+	f.StringVar(&p.keysetID, "keyset-id", "", "refuse any keyset but this id (default $"+envKeysetID+")")
+	f.Uint64Var(&p.minVer, "min-version", 0, "refuse keyset versions below this one")
+}
+
+func (p *paths) keysetIDPin() string {
+	if p.keysetID != "" {
+		return p.keysetID
+	}
+	return os.Getenv(envKeysetID)
 }
 
 func (p *paths) keysetPath() string {
@@ -54,11 +67,25 @@ func (p *paths) kekURL() string {
 }
 
 func (p *paths) options() *rotation.Options {
-	return &rotation.Options{KEK: p.kekURL(), Logger: quiet}
+	return &rotation.Options{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer, Logger: quiet}
 }
 
 func (p *paths) loadOptions() *keyring.LoadOptions {
-	return &keyring.LoadOptions{KEK: p.kekURL()}
+	return &keyring.LoadOptions{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer}
+}
+
+// edit runs an edit after checking the keyset against the operator's
+// record (seen.go), and records the version it wrote.
+func (p *paths) edit(ctx context.Context, op func() (rotation.Result, error)) (rotation.Result, error) {
+	if _, err := p.verified(ctx); err != nil {
+		return rotation.Result{}, err
+	}
+	res, err := op()
+	if err != nil {
+		return res, p.inFile(err)
+	}
+	recordSeen(res.Keyset)
+	return res, nil
 }
 
 // inFile names the keyset in an error, unless it already does, and says
@@ -67,13 +94,16 @@ func (p *paths) inFile(err error) error {
 	if err == nil {
 		return nil
 	}
+	name := stores.Redact(p.keysetPath())
 	if errors.Is(err, stores.ErrNotFound) {
-		return fmt.Errorf("no keyset at %s: create one with 'sealctl init', or name one with --keyset or $%s", backends.Redact(p.keysetPath()), envKeyset)
+		return fmt.Errorf("no keyset at %s. If one was there, it was lost: restore it from a backup and do not create a new one, "+
+			"which would split a fleet that still runs the old one (docs/ROTATION.md). For a new deployment: 'sealctl init'. "+
+			"Another location: --keyset or $%s", name, envKeyset)
 	}
-	if strings.Contains(err.Error(), backends.Redact(p.keysetPath())) {
+	if strings.Contains(err.Error(), name) {
 		return err
 	}
-	return fmt.Errorf("%s: %w", backends.Redact(p.keysetPath()), err)
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // readKeyset reads the keyset without unwrapping anything.
@@ -84,6 +114,32 @@ func (p *paths) readKeyset(ctx context.Context) (*keyring.Keyset, error) {
 	}
 	ks, _, err := keyring.ReadKeyset(ctx, s)
 	return ks, p.inFile(err)
+}
+
+// verified reads the keyset and checks it as a loader would (trusted KEK,
+// pinned id, minimum version, freshness, authentication), then against
+// the operator's record, so that a rollback or a fork is reported only for
+// a keyset that authenticates.
+func (p *paths) verified(ctx context.Context) (*keyring.Keyset, error) {
+	ks, err := p.readKeyset(ctx)
+	if err != nil {
+		return nil, err
+	}
+	path, lo := p.keysetPath(), p.loadOptions()
+	if err := keyring.CheckKeyset(ks, path, lo); err != nil && !errors.Is(err, keyring.ErrStale) {
+		return nil, p.inFile(err) // a stale keyset is for the command to refuse or refresh
+	}
+	kek, err := keyring.OpenKEK(ctx, ks, path, lo)
+	if err != nil {
+		return nil, p.inFile(err)
+	}
+	if c, ok := kek.(io.Closer); ok {
+		defer c.Close()
+	}
+	if err := ks.Verify(ctx, kek); err != nil {
+		return nil, p.inFile(err)
+	}
+	return ks, p.inFile(checkSeen(ks))
 }
 
 func parseKeyID(s string) (uint32, error) {

@@ -40,7 +40,7 @@ func TestFleetLoad(t *testing.T) {
 	} {
 		var fleet []*instance
 		for i := range 4 {
-			args := append([]string{"-keyset", f.keyset, "-audience", "fleet", "-principal-header", "X-User",
+			args := append([]string{"-keyset", f.keyset, "-kek", fleetKEK, "-audience", "fleet", "-principal-header", "X-User",
 				"-replay", f.redis.URL(), "-poll", "1s"}, cfg.args...)
 			fleet = append(fleet, startInstance(t, fmt.Sprintf("load-%d", i), f.env, args...))
 		}

@@ -30,12 +30,15 @@ type fleet struct {
 	o         *rotation.Options
 }
 
+// fleetKEK is the KEK every instance is configured to trust.
+const fleetKEK = "vault://transit/keys/fleet"
+
 // fleetPolicy: a short propagation delay and token lifetime, so that a
 // rotation and a safe retirement fit in a test.
 var fleetPolicy = keyring.Policy{PropagationDelay: 2 * time.Second, MaxTTL: 5 * time.Second, Skew: 2 * time.Second}
 
 func newFleet(t *testing.T, n int, persistentVault bool, p keyring.Policy) *fleet {
-	f := &fleet{redis: testservers.StartRedis(t), o: &rotation.Options{Logger: slog.New(slog.DiscardHandler)}}
+	f := &fleet{redis: testservers.StartRedis(t), o: &rotation.Options{KEK: fleetKEK, Logger: slog.New(slog.DiscardHandler)}}
 	if persistentVault {
 		f.vault = testservers.StartVaultServer(t)
 	} else {
@@ -54,7 +57,7 @@ func newFleet(t *testing.T, n int, persistentVault bool, p keyring.Policy) *flee
 		t.Fatal(err)
 	}
 	f.keyset = f.redis.URL() + "?key=stateseal:fleet"
-	if _, err := rotation.Init(context.Background(), f.keyset, "vault://transit/keys/fleet", keyring.AEAD, p, f.o); err != nil {
+	if _, err := rotation.Init(context.Background(), f.keyset, fleetKEK, keyring.AEAD, p, f.o); err != nil {
 		t.Fatal(err)
 	}
 	f.env = []string{"VAULT_ADDR=" + f.vault.URL(), "VAULT_TOKEN=" + f.vault.Token}
@@ -65,7 +68,7 @@ func newFleet(t *testing.T, n int, persistentVault bool, p keyring.Policy) *flee
 }
 
 func (f *fleet) add(t *testing.T, name string, extra ...string) *instance {
-	args := append([]string{"-keyset", f.keyset, "-audience", "fleet", "-principal-header", "X-User",
+	args := append([]string{"-keyset", f.keyset, "-kek", fleetKEK, "-audience", "fleet", "-principal-header", "X-User",
 		"-single-use", "fleet_pay", "-replay", f.redis.URL(), "-poll", "500ms"}, extra...)
 	in := startInstance(t, name, f.env, args...)
 	f.instances = append(f.instances, in)

@@ -45,7 +45,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address, HOST:PORT")
 	flag.StringVar(&c.keyset, "keyset", "", "keyset file or store URL (default: an in-memory key)")
-	flag.StringVar(&c.kek, "kek", "", "KEK URL overriding the keyset's")
+	flag.StringVar(&c.kek, "kek", "", "URL of the KEK the keyset must be under: trusted from here, never from the keyset (required with a store; default for a file: local:stateseal.kek beside it)")
 	flag.StringVar(&c.audience, "audience", "stateseal-example", "audience bound into every state")
 	flag.StringVar(&c.principalHeader, "principal-header", "", "bind states to this request header's value, set by an authenticating proxy in front (default: no principal, AllowAnonymous)")
 	flag.StringVar(&c.singleUse, "single-use", "", "comma-separated tools whose states open once")

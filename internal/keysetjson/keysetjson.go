@@ -17,9 +17,18 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Format is the value of the "format" member of every version-2 keyset.
-// Version 1 had no authentication of its metadata and is not read.
-const Format = "stateseal-keyset-v2"
+// Format is the value of the "format" member of every version-3 keyset.
+// Version 1 had no authentication of its metadata and is not read;
+// version 2 had no freshness and took its KEK's transport settings from
+// the document, and is read only to upgrade it (FormatV2).
+const Format = "stateseal-keyset-v3"
+
+// FormatV2 is the previous format, read only by an upgrade.
+const FormatV2 = "stateseal-keyset-v2"
+
+// WrapDomain starts the associated data of every wrapped key. It keeps the
+// value of format version 2, so an upgrade rewrites no wrapped key.
+const WrapDomain = "stateseal-keyset-v2"
 
 // Doc is a keyset document as it is stored.
 type Doc struct {
@@ -27,6 +36,10 @@ type Doc struct {
 	ID      string `json:"id"`
 	Version uint64 `json:"version"`
 	KEK     string `json:"kek"`
+	// Expires is present when Policy.Freshness is not zero: a time
+	// (TimeLayout) after which the document no longer loads until it is
+	// refreshed.
+	Expires string `json:"expires,omitempty"`
 	Policy  Policy `json:"policy"`
 	Keys    []Key  `json:"keys"`
 	Auth    Auth   `json:"auth"`
@@ -38,18 +51,36 @@ type Policy struct {
 	MaxTTL           int64 `json:"max_ttl_seconds"`
 	Skew             int64 `json:"skew_seconds"`
 	RotationInterval int64 `json:"rotation_interval_seconds"`
+	Freshness        int64 `json:"freshness_seconds"`
 }
 
 // Key is one key entry. ID is 8 lower-case hex digits; Wrapped is unpadded
 // base64url.
 type Key struct {
-	ID         string    `json:"id"`
-	Algorithm  string    `json:"algorithm"`
-	State      string    `json:"state"`
-	Created    time.Time `json:"created"`
-	Activation time.Time `json:"activation"`
-	Wrapped    string    `json:"wrapped"`
+	ID         string `json:"id"`
+	Algorithm  string `json:"algorithm"`
+	State      string `json:"state"`
+	Created    string `json:"created"`
+	Activation string `json:"activation"`
+	Wrapped    string `json:"wrapped"`
 }
+
+// TimeLayout is the one form of a time in a keyset: UTC, whole seconds,
+// "Z". Fractions and offsets are refused, since the authentication covers
+// whole seconds and every reader must see the same instant.
+const TimeLayout = "2006-01-02T15:04:05Z"
+
+// ParseTime reads a time in TimeLayout, strictly.
+func ParseTime(s string) (time.Time, error) {
+	t, err := time.Parse(TimeLayout, s)
+	if err != nil || t.Format(TimeLayout) != s {
+		return time.Time{}, fmt.Errorf("time %q is not UTC whole seconds (%s)", s, TimeLayout)
+	}
+	return t, nil
+}
+
+// FormatTime writes t in TimeLayout.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 // Auth authenticates the document: Tag is HMAC-SHA256 under the key that
 // Wrapped holds, wrapped by the keyset's KEK. Both are unpadded base64url.
@@ -62,11 +93,31 @@ type Auth struct {
 // larger file is a mistake or an attack, and is not read.
 const MaxSize = 1 << 20
 
+// ErrFormatV2 reports a keyset in the previous format.
+var ErrFormatV2 = errors.New("keyset is in format " + FormatV2 + ", which this version loads only to upgrade it")
+
 // Parse decodes a document strictly: member names match exactly (not case
 // -insensitively, as encoding/json would), and a member given twice,
 // unknown members, invalid UTF-8 and data after the object are errors, so
-// that every JSON reader of the file sees what stateseal sees.
+// that every JSON reader of the file sees what stateseal sees. A document
+// in format version 2 is refused with an error matching ErrFormatV2.
 func Parse(data []byte) (*Doc, error) {
+	return parse(data, Format)
+}
+
+// ParseV2 decodes a document in format version 2, for an upgrade.
+func ParseV2(data []byte) (*Doc, error) {
+	d, err := parse(data, FormatV2)
+	if err != nil {
+		return nil, err
+	}
+	if d.Expires != "" || d.Policy.Freshness != 0 {
+		return nil, errors.New("keyset in format " + FormatV2 + " has members of a later format")
+	}
+	return d, nil
+}
+
+func parse(data []byte, format string) (*Doc, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("keyset is %d bytes, over the %d-byte limit", len(data), MaxSize)
 	}
@@ -78,11 +129,14 @@ func Parse(data []byte) (*Doc, error) {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("keyset is not valid JSON: %w", err)
 	}
-	if head.Format == nil {
+	switch {
+	case head.Format == nil:
 		return nil, errors.New(`keyset has no "format" member`)
-	}
-	if *head.Format != Format {
-		return nil, fmt.Errorf("keyset format %q is not supported (this version reads %q; create a new keyset with sealctl init)", *head.Format, Format)
+	case *head.Format == format:
+	case *head.Format == FormatV2:
+		return nil, fmt.Errorf("%w: run 'sealctl upgrade' once, with the keyset's KEK", ErrFormatV2)
+	default:
+		return nil, fmt.Errorf("keyset format %q is not supported (this version reads %q; create a new keyset with sealctl init)", *head.Format, format)
 	}
 	var d Doc
 	if err := json.Unmarshal(data, &d, json.RejectUnknownMembers(true)); err != nil {

@@ -53,7 +53,7 @@ func helpers(t *testing.T, n int, spec helperSpec) [][]string {
 func (e *env) testTwoProcesses(ctx context.Context, t *testing.T) {
 	loc := e.newKeyset(ctx, t, keyring.DefaultPolicy())
 	const n = 50
-	outs := helpers(t, 2, helperSpec{Op: "rotate", Location: loc, N: n})
+	outs := helpers(t, 2, helperSpec{KEK: e.kek, Op: "rotate", Location: loc, N: n})
 	committed := map[uint64]string{}
 	conflicts := 0
 	for i, lines := range outs {
@@ -107,7 +107,7 @@ const fastPoll = 50 * time.Millisecond
 func (e *env) loader(ctx context.Context, t *testing.T, loc string, now time.Time, poll time.Duration) (*keyring.Loader, *keyring.Ring, *atomic.Int32) {
 	var reports atomic.Int32
 	l := &keyring.Loader{Path: loc, Logger: quiet, OnError: func(error) { reports.Add(1) },
-		Options: keyring.LoadOptions{Now: func() time.Time { return now }}}
+		Options: keyring.LoadOptions{KEK: e.kek, Now: func() time.Time { return now }}}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -253,13 +253,14 @@ func (e *env) testRollback(ctx context.Context, t *testing.T) {
 // conflict or the new key and step back.
 func (e *env) testSchedulers(ctx context.Context, t *testing.T) {
 	p := keyring.DefaultPolicy()
-	o := &rotation.Options{Logger: quiet, Now: func() time.Time { return t0 }}
+	p.Freshness = 0 // the clock jumps a rotation interval with no scheduler ticking in between
+	o := &rotation.Options{KEK: e.kek, Logger: quiet, Now: func() time.Time { return t0 }}
 	loc := e.h.NewLocation(ctx, t)
 	if _, err := rotation.Init(ctx, loc, e.kek, keyring.AEAD, p, o); err != nil {
 		t.Fatal(err)
 	}
 	due := t0.Add(p.RotationInterval + time.Minute)
-	outs := helpers(t, 4, helperSpec{Op: "tick", Location: loc, Now: due})
+	outs := helpers(t, 4, helperSpec{KEK: e.kek, Op: "tick", Location: loc, Now: due})
 	rotated := 0
 	for i, lines := range outs {
 		if len(lines) != 1 {

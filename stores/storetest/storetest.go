@@ -63,7 +63,7 @@ func newEnv(t *testing.T, h Harness) *env {
 	if err := backends.GenerateLocal(kek); err != nil {
 		t.Fatal(err)
 	}
-	return &env{h: h, kek: "local:" + kek, o: &rotation.Options{Logger: quiet}}
+	return &env{h: h, kek: "local:" + kek, o: &rotation.Options{KEK: "local:" + kek, Logger: quiet}}
 }
 
 // newKeyset creates a keyset in a new store, with its first key active.
@@ -148,6 +148,7 @@ type helperSpec struct {
 	Location string    `json:"location"`
 	N        int       `json:"n"`
 	Now      time.Time `json:"now"`
+	KEK      string    `json:"kek"`
 	Start    time.Time `json:"start"` // all helpers begin at once
 }
 
@@ -167,7 +168,7 @@ func helper(spec string) int {
 	}
 	time.Sleep(time.Until(s.Start))
 	ctx := context.Background()
-	o := &rotation.Options{Logger: quiet}
+	o := &rotation.Options{KEK: s.KEK, Logger: quiet}
 	if !s.Now.IsZero() {
 		o.Now = func() time.Time { return s.Now }
 	}

@@ -1,0 +1,143 @@
+package keyring
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/stores"
+)
+
+// Errors a loader reports when a keyset is not one this instance trusts.
+// None of them costs a KMS call: each is decided before any unwrap.
+var (
+	// ErrUntrustedKEK reports a keyset naming a KEK that the loader's
+	// configuration does not name.
+	ErrUntrustedKEK = errors.New("keyring: the keyset names a KEK this instance does not trust")
+	// ErrOtherKeyset reports a keyset whose id is not the pinned one.
+	ErrOtherKeyset = errors.New("keyring: the store holds another keyset than the pinned one")
+	// ErrRollback reports a keyset version below one this instance has
+	// seen (or below LoadOptions.MinVersion): an older copy may hold keys
+	// retired since.
+	ErrRollback = errors.New("keyring: the keyset went back to an older version")
+	// ErrFork reports two different keysets with the same id and version:
+	// two writes that both believed they followed the same version (a
+	// failover that lost a write, a restore followed by an edit). Instances
+	// that loaded one refuse the other's states once new keys activate.
+	ErrFork = errors.New("keyring: two different keysets have the same id and version")
+	// ErrStale reports a keyset whose freshness window has passed: nothing
+	// rewrote it in time, or the store was rolled back further than the
+	// window allows.
+	ErrStale = errors.New("keyring: the keyset has expired; refresh it")
+)
+
+// DefaultFileKEK is the KEK a loader trusts for a keyset file when its
+// configuration names none: the local key file that sealctl init makes
+// beside the keyset. A keyset in a replicated store has no such default.
+const DefaultFileKEK = "local:stateseal.kek"
+
+// trustedKEKs returns the KEK URLs o trusts for location: o.KEK and
+// o.PreviousKEK, or, for a keyset file only, DefaultFileKEK.
+func trustedKEKs(location string, o *LoadOptions) ([]string, error) {
+	var urls []string
+	if o != nil {
+		for _, u := range []string{o.KEK, o.PreviousKEK} {
+			if u != "" {
+				urls = append(urls, u)
+			}
+		}
+	}
+	if len(urls) > 0 {
+		return urls, nil
+	}
+	if stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
+		return nil, errors.New("keyring: a keyset in a store needs the KEK it is trusted under in the configuration (LoadOptions.KEK, sealctl --kek or $STATESEAL_KEK): the store is not trusted to name it")
+	}
+	return []string{DefaultFileKEK}, nil
+}
+
+// matchKEK returns the configured URL whose identity the keyset names.
+func matchKEK(ks *Keyset, trusted []string) (string, error) {
+	var names []string
+	for _, u := range trusted {
+		id, err := kekIdentity(u)
+		if err != nil {
+			return "", fmt.Errorf("keyring: configured KEK: %w", err)
+		}
+		if id == ks.KEK {
+			return u, nil
+		}
+		names = append(names, backends.Redact(id))
+	}
+	return "", fmt.Errorf("%w: keyset %s names %s; this instance trusts %s", ErrUntrustedKEK, ks.ID, backends.Redact(ks.KEK), strings.Join(names, " and "))
+}
+
+// transportParams are query parameters that say how to reach a KMS, not
+// which key: they come from configuration only, never from a document.
+var transportParams = []string{"endpoint", "insecure"}
+
+// kekIdentity is a KEK URL without its transport settings, with its query
+// sorted: the form a keyset names its KEK by.
+func kekIdentity(raw string) (string, error) {
+	if strings.HasPrefix(backends.Redact(raw), "[a key value") {
+		return "", errors.New("the KEK URL is a key value, not a URL (not shown); put the key in an environment variable and pass local://env/NAME, or pass the key file as local:PATH")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("KEK URL %s does not parse", backends.Redact(raw))
+	}
+	if u.RawQuery == "" {
+		return raw, nil
+	}
+	q := u.Query()
+	for _, p := range transportParams {
+		q.Del(p)
+	}
+	u.RawQuery = q.Encode() // sorted by key
+	return u.String(), nil
+}
+
+// CheckKeyset reports whether a loader configured with o would consider
+// ks for location, deciding without any KMS call: ks must name a KEK that
+// o trusts, have the pinned id if o pins one, a version of at least
+// o.MinVersion, and, if it has a freshness window, not be expired. It does
+// not check the authentication: Verify does, under the KEK that OpenKEK
+// opens. Editors (package rotation, sealctl) call it before they edit.
+func CheckKeyset(ks *Keyset, location string, o *LoadOptions) error {
+	trusted, err := trustedKEKs(location, o)
+	if err != nil {
+		return err
+	}
+	if _, err := matchKEK(ks, trusted); err != nil {
+		return err
+	}
+	l := &Loader{Path: location}
+	if o != nil {
+		l.Options = *o
+	}
+	return l.admit(ks)
+}
+
+// CheckKeyset is the package's CheckKeyset with this loader's floors too:
+// a keyset older than one it installed, or not the keyset it pinned, is
+// refused. A scheduler running beside a loader uses it, so that it never
+// writes a rolled-back keyset back at a new version.
+func (l *Loader) CheckKeyset(ks *Keyset) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	trusted, err := trustedKEKs(l.Path, &l.Options)
+	if err != nil {
+		return err
+	}
+	if _, err := matchKEK(ks, trusted); err != nil {
+		return err
+	}
+	return l.admit(ks)
+}
+
+// KEKIdentity returns the form in which a keyset names the KEK at rawURL:
+// the URL without the settings that say how to reach the KMS (endpoint,
+// insecure), which come from configuration only.
+func KEKIdentity(rawURL string) (string, error) { return kekIdentity(rawURL) }

@@ -1,0 +1,100 @@
+package rotation
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// TestSchedulerRefreshes: a scheduler that ticks keeps the keyset inside
+// its freshness window, writing only when less than half of it is left.
+func TestSchedulerRefreshes(t *testing.T) {
+	path, clk, o := setup(t)
+	if _, err := Refresh(ctx, path, o); err == nil {
+		t.Fatal("refresh of a keyset without a window")
+	}
+	o.AllowStale = true
+	p := keyring.DefaultPolicy()
+	ks := read(t, path)
+	ks.Policy = p // an operator turns freshness on (by hand here)
+	s := &Scheduler{Path: path, Options: *o}
+	s.Options.AllowStale = false
+	writeWith(t, path, ks, o)
+	for day := range 30 {
+		clk.advance(24 * time.Hour)
+		tr, err := s.Tick(ctx)
+		if err != nil {
+			t.Fatalf("day %d: %v", day+1, err)
+		}
+		now := read(t, path)
+		if !clk.now().Before(now.Expires) {
+			t.Fatalf("day %d: the keyset expired at %s", day+1, now.Expires)
+		}
+		if tr.Refreshed && now.Expires.Sub(clk.now()) != p.Freshness {
+			t.Fatalf("day %d: refreshed to %s", day+1, now.Expires)
+		}
+		if left := now.Expires.Sub(clk.now()); left < p.Freshness/2-24*time.Hour {
+			t.Fatalf("day %d: only %v left", day+1, left)
+		}
+	}
+}
+
+// writeWith authenticates ks at the next version under the test KEK and
+// writes it, as an editor would.
+func writeWith(t *testing.T, path string, ks *keyring.Keyset, o *Options) {
+	t.Helper()
+	kek, err := openKEK(ctx, o.KEK, path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := ks.Version
+	ks.Version++
+	ks.Refresh(o.now())
+	if err := ks.Authenticate(ctx, kek); err != nil {
+		t.Fatal(err)
+	}
+	cur := read(t, path)
+	if cur.Version != prev {
+		t.Fatalf("file at version %d, edit from %d", cur.Version, prev)
+	}
+	if err := keyring.WriteKeysetFile(path, ks); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSchedulerNeverWritesBackARollback: the store is rolled back to a
+// version from before a retirement. A scheduler beside a loader that saw
+// the newer version refuses to edit it, so the old copy is never
+// authenticated again at a new version that fresh instances would take.
+func TestSchedulerNeverWritesBackARollback(t *testing.T) {
+	path, clk, o := setup(t)
+	v1, _ := os.ReadFile(path)
+	Rotate(ctx, path, RotateOptions{}, o)
+	Rotate(ctx, path, RotateOptions{}, o)
+	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{KEK: o.KEK, Now: clk.now}, Logger: slog.New(slog.DiscardHandler)}
+	if _, err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.WriteFile(path, v1, 0o600) // vault kv rollback, a restored backup
+	so := *o
+	so.Loader = l
+	clk.advance(keyring.DefaultPolicy().RotationInterval)
+	s := &Scheduler{Path: path, Options: so}
+	if _, err := s.Tick(ctx); !errors.Is(err, keyring.ErrRollback) {
+		t.Fatalf("tick on a rolled-back keyset: %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(v1) {
+		t.Fatal("the scheduler wrote the rolled-back keyset back")
+	}
+	// An editor with a configured floor refuses it too.
+	fo := *o
+	fo.MinVersion = 3
+	if _, err := Rotate(ctx, path, RotateOptions{}, &fo); !errors.Is(err, keyring.ErrRollback) {
+		t.Fatalf("rotate below MinVersion: %v", err)
+	}
+}
