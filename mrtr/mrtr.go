@@ -242,12 +242,16 @@ func (c *Call) Open(ctx context.Context, token string) (string, error) {
 	return string(state), nil
 }
 
-// use records an authentic token's first use.
+// use records an authentic token's first use. The token is decoded with
+// the sealer's own length bound, which Open has just applied: the default
+// one of replay.ID would refuse every token over 64 KiB that a sealer
+// configured for longer ones accepts.
 func (c *Call) use(ctx context.Context, token string) error {
-	id, keep, err := replay.ID(token)
+	h, err := c.m.s.Inspect(token)
 	if err != nil {
 		return err
 	}
+	id, keep := replay.IDOf(h)
 	if err := c.m.o.Replay.Use(ctx, id, keep); err != nil {
 		return fmt.Errorf("mrtr: %s %s: %w", c.r.Method, c.r.Target, err)
 	}

@@ -3,6 +3,7 @@ package mrtr_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +62,37 @@ func sealerOf(t *testing.T) *seal.Sealer {
 	ring, _ := keyring.Generate(keyring.AEAD)
 	s, _ := seal.New(ring)
 	return s
+}
+
+// TestSingleUseLargeState: a single-use state over the default 64 KiB
+// bound opens once, and then is refused as replayed, on a sealer that
+// accepts such tokens. The id used to be read with the default bound, so
+// such a state never opened.
+func TestSingleUseLargeState(t *testing.T) {
+	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
+		ring, _ := keyring.Generate(alg)
+		s, err := seal.New(ring, seal.WithMaxTokenLen(1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := mrtr.New(s, mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0), Metrics: &mrtr.Counters{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p", Arguments: []byte(`{"amount":1}`)}
+		state := strings.Repeat("large state ", 100<<10/12)
+		tok, err := m.Seal(pay, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tok) <= seal.DefaultMaxTokenLen {
+			t.Fatalf("token of %d characters: not over the default bound", len(tok))
+		}
+		if got, err := m.Open(ctx, pay, tok); err != nil || got != state {
+			t.Fatalf("%v: first use of a %d-character token: %v (state intact: %v)", alg, len(tok), err, got == state)
+		}
+		if _, err := m.Open(ctx, pay, tok); !errors.Is(err, replay.ErrReplayed) {
+			t.Fatalf("%v: second use: %v, want ErrReplayed", alg, err)
+		}
+	}
 }

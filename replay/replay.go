@@ -49,11 +49,20 @@ const Margin = 10 * time.Minute
 
 // ID returns the id of a token and until when a guard must keep it (its
 // expiry plus Margin). It decodes the token's header and tag without any
-// key: call it only on a token that Open accepted.
+// key: call it only on a token that Open accepted. It decodes with
+// seal.Inspect's default length bound; for a Sealer that accepts longer
+// tokens (seal.WithMaxTokenLen), use IDOf(sealer.Inspect(token)).
 func ID(token string) (id []byte, keepUntil time.Time, err error) {
 	h, err := seal.Inspect(token)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return h.Tag, h.Expiry.Add(Margin), nil
+	id, keepUntil = IDOf(h)
+	return id, keepUntil, nil
+}
+
+// IDOf is ID for a header already decoded, by seal.Inspect or by the
+// Inspect method of the Sealer that opened the token.
+func IDOf(h seal.Header) (id []byte, keepUntil time.Time) {
+	return h.Tag, h.Expiry.Add(Margin)
 }

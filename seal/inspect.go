@@ -28,8 +28,15 @@ type Header struct {
 // same strict decoding as Open, with the default length bound, but checks
 // no signature and no time: an attacker chooses every field it returns. It
 // is for debugging and logs, never for decisions.
-func Inspect(token string) (Header, error) {
-	if len(token) > DefaultMaxTokenLen {
+func Inspect(token string) (Header, error) { return inspect(token, DefaultMaxTokenLen) }
+
+// Inspect is the package's Inspect with s's length bound (WithMaxTokenLen)
+// in place of the default, so that it decodes every token s accepts. On a
+// token that s.Open accepted, its fields are authentic.
+func (s *Sealer) Inspect(token string) (Header, error) { return inspect(token, s.cfg.maxLen) }
+
+func inspect(token string, maxLen int) (Header, error) {
+	if len(token) > maxLen {
 		return Header{}, ErrTooLarge
 	}
 	raw, err := envelope.AppendDecode(nil, unsafe.Slice(unsafe.StringData(token), len(token)))
