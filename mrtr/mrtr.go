@@ -16,6 +16,8 @@ package mrtr
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -64,6 +66,14 @@ type Options struct {
 	// tools that book, pay or delete. nil: no state is single use, since
 	// clients may retry an identical request after a lost response.
 	// Targets builds one from names.
+	//
+	// Every single-use state is sealed with 16 random bytes after it, so
+	// that no two seals make the same token: under a MAC key, two flows
+	// with the same state, binding and second of issue would otherwise
+	// get one token, and the second flow would be refused as a replay of
+	// the first. A changed predicate makes the states in flight for the
+	// targets it changed fail to open (reason "invalid"), never open with
+	// their state misread; see docs/MCP.md.
 	SingleUse func(method, target string) bool
 	// Replay records uses for SingleUse; required with it.
 	Replay replay.Guard
@@ -141,7 +151,31 @@ type Call struct {
 	b      seal.Binding
 	err    error
 	done   bool
-	digest [32]byte // b.ArgsDigest's array: one allocation for the Call and its digest
+	digest [sha256.Size + 1]byte // b.ArgsDigest's array, and the single-use mark: one allocation for the Call and its digest
+}
+
+// A single-use state is its plaintext followed by nonceSize random bytes,
+// sealed under the binding whose argument digest is followed by
+// singleUseMark. Every other binding mrtr makes has a digest of exactly
+// sha256.Size bytes, and the binding encoding is length-prefixed, so a
+// state sealed for single use never opens as one that is not, or the
+// other way round: a changed SingleUse predicate cannot make the nonce
+// part of a handler's state, or cut a state short.
+const (
+	nonceSize     = 16
+	singleUseMark = 0x01
+)
+
+// singleUse reports whether the call's state opens once.
+func (c *Call) singleUse() bool {
+	return c.m.o.SingleUse != nil && c.m.o.SingleUse(c.r.Method, c.r.Target)
+}
+
+// singleUseBinding is b, the call's binding, marked single use.
+func (c *Call) singleUseBinding(b seal.Binding) seal.Binding {
+	c.digest[sha256.Size] = singleUseMark
+	b.ArgsDigest = c.digest[:sha256.Size+1]
+	return b
 }
 
 // Call returns the Call for r.
@@ -207,7 +241,13 @@ func (c *Call) Seal(state string) (string, error) {
 		ttl = t
 	}
 	start := time.Now()
-	tok, err := c.m.s.Seal(b, []byte(state), ttl)
+	payload := []byte(state)
+	if c.singleUse() {
+		b = c.singleUseBinding(b)
+		payload = make([]byte, len(state)+nonceSize)
+		rand.Read(payload[copy(payload, state):]) // never fails (crypto/rand)
+	}
+	tok, err := c.m.s.Seal(b, payload, ttl)
 	c.m.observe("seal", start)
 	if err != nil {
 		return "", fmt.Errorf("mrtr: sealing requestState for %s %s: %w", c.r.Method, c.r.Target, err)
@@ -227,11 +267,20 @@ func (c *Call) Open(ctx context.Context, token string) (string, error) {
 		b, err = c.binding()
 	}
 	var state []byte
+	single := err == nil && c.singleUse()
 	if err == nil {
+		if single {
+			b = c.singleUseBinding(b)
+		}
 		state, err = c.m.s.Open(b, token)
 	}
-	if err == nil && c.m.o.SingleUse != nil && c.m.o.SingleUse(c.r.Method, c.r.Target) {
-		err = c.use(ctx, token)
+	if err == nil && single {
+		if len(state) < nonceSize {
+			err = seal.ErrInvalid // authentic, yet not made by Seal: never so
+		} else {
+			state = state[:len(state)-nonceSize]
+			err = c.use(ctx, token)
+		}
 	}
 	c.m.observe("open", start)
 	if err != nil {

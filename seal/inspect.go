@@ -20,7 +20,9 @@ type Header struct {
 	// Tag is the token's authentication tag: 32 bytes (MAC) or 16 (AEAD).
 	// It differs for every AEAD seal (the nonce is random), and for every
 	// MAC seal that differs in payload, binding or second of issue, so it
-	// identifies a token for single use (package replay).
+	// identifies a token for single use (package replay). Two MAC seals
+	// alike in all three are one token: package mrtr adds random bytes to
+	// every single-use state so that its seals never are.
 	Tag []byte
 }
 
