@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/seal"
@@ -54,7 +55,9 @@ type Options struct {
 	// resource URI.
 	TTL map[string]time.Duration
 	// Metrics counts sealed, opened and rejected states; nil logs through
-	// slog.Default().
+	// slog.Default(). It names each target by its Request.Label, so that
+	// what a client writes into a request never becomes a metric label or
+	// a log field of its choosing.
 	Metrics Metrics
 	// Args bounds the arguments a state is bound to; the zero value means
 	// seal.DefaultMaxArgsBytes and seal.DefaultMaxArgsDepth. Arguments past
@@ -101,7 +104,30 @@ type Request struct {
 	Arguments []byte
 	// Context is optional caller context, bound as opaque bytes.
 	Context []byte
+	// Label is what Metrics (and the adapters' logs) call Target: the
+	// name the server registered it under (a tool or prompt name, a
+	// resource URI, or the URI template a resource URI matched), or
+	// Unknown for a target the server does not serve. Targets come from
+	// clients, and a metric label or a log field a client can choose is
+	// an unbounded series and a line it writes, so adapters set Label
+	// from their SDK's registries. Empty, Target is named where the state
+	// authenticated (this server sealed it for Target) or is being
+	// sealed, and Unknown where it did not. Labels are cut to 128 bytes.
+	Label string
 }
+
+// Unknown is how metrics and logs name a target the server did not
+// register, a target named only by a state that did not authenticate,
+// and a method other than the three that carry state.
+const Unknown = "unknown"
+
+// maxLabelLen bounds a label; maxErrLen bounds the text of an error from
+// Seal or Open, which may quote a target or a member name of the
+// arguments, and which a caller may log.
+const (
+	maxLabelLen = 128
+	maxErrLen   = 512
+)
 
 // A Sealer seals and opens request states. It is safe for concurrent use.
 type Sealer struct {
@@ -234,7 +260,7 @@ func (c *Call) Seal(state string) (string, error) {
 	}
 	b, err := c.binding()
 	if err != nil {
-		return "", err
+		return "", bounded(err)
 	}
 	ttl := c.m.o.DefaultTTL
 	if t, ok := c.m.o.TTL[c.r.Target]; ok {
@@ -250,9 +276,9 @@ func (c *Call) Seal(state string) (string, error) {
 	tok, err := c.m.s.Seal(b, payload, ttl)
 	c.m.observe("seal", start)
 	if err != nil {
-		return "", fmt.Errorf("mrtr: sealing requestState for %s %s: %w", c.r.Method, c.r.Target, err)
+		return "", bounded(fmt.Errorf("mrtr: sealing requestState for %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err))
 	}
-	c.m.metrics.Sealed(c.r.Method, c.r.Target)
+	c.m.metrics.Sealed(c.labels(true))
 	return tok, nil
 }
 
@@ -274,6 +300,8 @@ func (c *Call) Open(ctx context.Context, token string) (string, error) {
 		}
 		state, err = c.m.s.Open(b, token)
 	}
+	// Open reports a time verdict only for a token that authenticated.
+	authentic := err == nil || errors.Is(err, seal.ErrExpired) || errors.Is(err, seal.ErrNotYetValid)
 	if err == nil && single {
 		if len(state) < nonceSize {
 			err = seal.ErrInvalid // authentic, yet not made by Seal: never so
@@ -284,12 +312,65 @@ func (c *Call) Open(ctx context.Context, token string) (string, error) {
 	}
 	c.m.observe("open", start)
 	if err != nil {
-		c.m.metrics.Rejected(c.r.Method, c.r.Target, Reason(err))
-		return "", err
+		method, target := c.labels(authentic)
+		c.m.metrics.Rejected(method, target, Reason(err))
+		return "", bounded(err)
 	}
-	c.m.metrics.Opened(c.r.Method, c.r.Target)
+	c.m.metrics.Opened(c.labels(true))
 	return string(state), nil
 }
+
+// labels returns the method and target as metrics and logs may name
+// them: authentic says the target is this server's choice, not only a
+// client's claim.
+func (c *Call) labels(authentic bool) (method, target string) {
+	return labels(c.r, authentic)
+}
+
+func labels(r Request, authentic bool) (method, target string) {
+	switch r.Method {
+	case MethodCallTool, MethodGetPrompt, MethodReadResource:
+		method = r.Method
+	default:
+		method = Unknown
+	}
+	switch {
+	case r.Label != "":
+		target = clip(r.Label, maxLabelLen)
+	case authentic:
+		target = clip(r.Target, maxLabelLen)
+	default:
+		target = Unknown
+	}
+	return method, target
+}
+
+// clip cuts s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "..."
+	i := n - len(more)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + more
+}
+
+// bounded returns err, with its text cut to maxErrLen bytes if longer:
+// errors.Is and errors.As see through the cut.
+func bounded(err error) error {
+	if err == nil || len(err.Error()) <= maxErrLen {
+		return err
+	}
+	return boundedError{err}
+}
+
+type boundedError struct{ err error }
+
+func (e boundedError) Error() string { return clip(e.err.Error(), maxErrLen) }
+func (e boundedError) Unwrap() error { return e.err }
 
 // use records an authentic token's first use. The token is decoded with
 // the sealer's own length bound, which Open has just applied: the default
@@ -302,7 +383,7 @@ func (c *Call) use(ctx context.Context, token string) error {
 	}
 	id, keep := replay.IDOf(h)
 	if err := c.m.o.Replay.Use(ctx, id, keep); err != nil {
-		return fmt.Errorf("mrtr: %s %s: %w", c.r.Method, c.r.Target, err)
+		return fmt.Errorf("mrtr: %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err)
 	}
 	return nil
 }
@@ -313,8 +394,10 @@ func (m *Sealer) observe(op string, start time.Time) {
 	}
 }
 
-// Reject counts a state refused without being opened, by an adapter that
-// knows none can be valid on the path it arrived on.
-func (m *Sealer) Reject(method, target string) {
+// Reject counts a state of r refused without being opened, by an adapter
+// that knows none can be valid on the path it arrived on. The target is
+// named by r.Label, else Unknown: nothing authenticated it.
+func (m *Sealer) Reject(r Request) {
+	method, target := labels(r, false)
 	m.metrics.Rejected(method, target, "invalid")
 }
