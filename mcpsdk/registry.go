@@ -76,9 +76,15 @@ func (r *registry) label(ctx context.Context, method, target string, req mcp.Req
 	if l2 := k.cur.Load(); l2 != l {
 		l = l2 // listed while this request waited
 	} else if l == nil || r.now().Sub(l.at) >= r.refresh {
-		l = list(ctx, method, req, next)
-		l.at = r.now()
-		k.cur.Store(l)
+		nl, ok := list(ctx, method, req, next)
+		if !ok && l != nil {
+			// Keep what was listed before: a request cancelled while
+			// listing must not unname every target.
+			nl = &listing{names: l.names, templates: l.templates}
+		}
+		nl.at = r.now()
+		k.cur.Store(nl)
+		l = nl
 	}
 	if name, ok := l.find(target); ok {
 		return name
@@ -101,19 +107,18 @@ func (l *listing) find(target string) (string, bool) {
 	return "", false
 }
 
-// list asks the server what it serves for method. A list method that
-// fails leaves what it could not list unnamed (mrtr.Unknown) until the
-// next listing.
-func list(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) *listing {
+// list asks the server what it serves for method, and reports whether
+// every list call succeeded.
+func list(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (_ *listing, ok bool) {
 	l := &listing{names: map[string]bool{}}
 	ss, ok := req.GetSession().(*mcp.ServerSession)
 	if !ok {
-		return l
+		return l, false
 	}
 	extra := req.GetExtra()
 	switch method {
 	case mrtr.MethodCallTool:
-		pages(ctx, next, "tools/list", func(cursor string) mcp.Request {
+		ok = pages(ctx, next, "tools/list", func(cursor string) mcp.Request {
 			return &mcp.ListToolsRequest{Session: ss, Extra: extra, Params: &mcp.ListToolsParams{Cursor: cursor}}
 		}, func(res mcp.Result) string {
 			r, _ := res.(*mcp.ListToolsResult)
@@ -126,7 +131,7 @@ func list(ctx context.Context, method string, req mcp.Request, next mcp.MethodHa
 			return r.NextCursor
 		})
 	case mrtr.MethodGetPrompt:
-		pages(ctx, next, "prompts/list", func(cursor string) mcp.Request {
+		ok = pages(ctx, next, "prompts/list", func(cursor string) mcp.Request {
 			return &mcp.ListPromptsRequest{Session: ss, Extra: extra, Params: &mcp.ListPromptsParams{Cursor: cursor}}
 		}, func(res mcp.Result) string {
 			r, _ := res.(*mcp.ListPromptsResult)
@@ -139,7 +144,7 @@ func list(ctx context.Context, method string, req mcp.Request, next mcp.MethodHa
 			return r.NextCursor
 		})
 	case mrtr.MethodReadResource:
-		pages(ctx, next, "resources/list", func(cursor string) mcp.Request {
+		ok = pages(ctx, next, "resources/list", func(cursor string) mcp.Request {
 			return &mcp.ListResourcesRequest{Session: ss, Extra: extra, Params: &mcp.ListResourcesParams{Cursor: cursor}}
 		}, func(res mcp.Result) string {
 			r, _ := res.(*mcp.ListResourcesResult)
@@ -151,7 +156,7 @@ func list(ctx context.Context, method string, req mcp.Request, next mcp.MethodHa
 			}
 			return r.NextCursor
 		})
-		pages(ctx, next, "resources/templates/list", func(cursor string) mcp.Request {
+		ok = pages(ctx, next, "resources/templates/list", func(cursor string) mcp.Request {
 			return &mcp.ListResourceTemplatesRequest{Session: ss, Extra: extra, Params: &mcp.ListResourceTemplatesParams{Cursor: cursor}}
 		}, func(res mcp.Result) string {
 			r, _ := res.(*mcp.ListResourceTemplatesResult)
@@ -165,22 +170,24 @@ func list(ctx context.Context, method string, req mcp.Request, next mcp.MethodHa
 				}
 			}
 			return r.NextCursor
-		})
+		}) && ok
 	}
-	return l
+	return l, ok
 }
 
 // pages calls a list method until its last page, and hands each result
-// to add, which returns the next cursor.
-func pages(ctx context.Context, next mcp.MethodHandler, method string, request func(cursor string) mcp.Request, add func(mcp.Result) string) {
+// to add, which returns the next cursor. It reports whether every call
+// succeeded.
+func pages(ctx context.Context, next mcp.MethodHandler, method string, request func(cursor string) mcp.Request, add func(mcp.Result) string) bool {
 	cursor := ""
 	for range maxPages {
 		res, err := next(ctx, method, request(cursor))
 		if err != nil {
-			return
+			return false
 		}
 		if cursor = add(res); cursor == "" {
-			return
+			return true
 		}
 	}
+	return true
 }

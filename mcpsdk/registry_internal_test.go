@@ -19,11 +19,15 @@ func TestRegistryRefresh(t *testing.T) {
 	r.now = func() time.Time { return now }
 	tools := []string{"pay"}
 	lists := 0
-	next := func(_ context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	var fail error
+	next := func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "tools/list" {
 			t.Fatalf("listed %s", method)
 		}
 		lists++
+		if fail != nil {
+			return nil, fail
+		}
 		// Two pages, to follow the cursor.
 		if req.(*mcp.ListToolsRequest).Params.Cursor == "" {
 			return &mcp.ListToolsResult{Tools: []*mcp.Tool{{Name: tools[0]}}, NextCursor: "2"}, nil
@@ -60,5 +64,15 @@ func TestRegistryRefresh(t *testing.T) {
 	}
 	if got := label("nope"); got != mrtr.Unknown || lists != 4 {
 		t.Fatalf("listed again inside the period: %d", lists)
+	}
+	// A listing that fails (its request cancelled, say) keeps the names
+	// listed before.
+	fail = context.Canceled
+	now = now.Add(time.Second)
+	if got := label("nope"); got != mrtr.Unknown || lists != 5 {
+		t.Fatalf("failed listing: %q, %d list calls", got, lists)
+	}
+	if got := label("late"); got != "late" || lists != 5 {
+		t.Fatalf("after a failed listing: %q, %d list calls", got, lists)
 	}
 }
