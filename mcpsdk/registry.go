@@ -111,8 +111,10 @@ func (l *listing) find(target string) (string, bool) {
 // every list call succeeded.
 func list(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (_ *listing, ok bool) {
 	l := &listing{names: map[string]bool{}}
+	// Without a session the request did not come through a server (a
+	// test calling the handler), and there is no server to ask.
 	ss, ok := req.GetSession().(*mcp.ServerSession)
-	if !ok {
+	if !ok || ss == nil {
 		return l, false
 	}
 	extra := req.GetExtra()

@@ -76,3 +76,17 @@ func TestRegistryRefresh(t *testing.T) {
 		t.Fatalf("after a failed listing: %q, %d list calls", got, lists)
 	}
 }
+
+// TestRegistryNoSession: a request that did not come through a server
+// (a test or benchmark calling the handler) has no server to list; the
+// registry does not call the handler with list requests it never serves.
+func TestRegistryNoSession(t *testing.T) {
+	r := newRegistry()
+	next := func(context.Context, string, mcp.Request) (mcp.Result, error) {
+		t.Fatal("listed without a session")
+		return nil, nil
+	}
+	if got := r.label(context.Background(), mrtr.MethodCallTool, "pay", &mcp.CallToolRequest{}, next); got != mrtr.Unknown {
+		t.Fatalf("label = %q", got)
+	}
+}
