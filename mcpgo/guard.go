@@ -45,7 +45,9 @@ func (a *Adapter) guard(s *server.MCPServer) {
 		case mrtr.MethodGetPrompt, mrtr.MethodReadResource:
 			return nil // the prompt and resource middleware see every such call
 		}
-		a.m.Reject(m.Method, m.Params.Name)
+		// The method and name are the client's: a task tool's name, or
+		// any at all. Metrics name neither (mrtr.Unknown).
+		a.m.Reject(mrtr.Request{Method: m.Method, Target: m.Params.Name, Label: mrtr.Unknown})
 		return errRejected
 	})
 }

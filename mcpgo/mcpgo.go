@@ -24,6 +24,11 @@
 //     supplies one (from the context your HTTP authentication sets, or the
 //     request header); without it, states are bound to no principal.
 //
+// Metrics and logs name a tool or prompt as registered (mcp-go runs the
+// middleware only for one it found), a resource by its URI if that exact
+// resource is registered, and any other target, or a method that carries
+// no state, "unknown": a client chooses the names it sends.
+//
 // Clients before protocol 2026-07-28 go through mcp-go's own bridge, which
 // answers input requests in-process and calls the handler again through
 // this middleware: the sealed state never leaves the server.
@@ -91,7 +96,7 @@ func (a *Adapter) ServerOptions() []server.ServerOption {
 func (a *Adapter) Resource(next server.ResourceHandlerFunc) server.ResourceHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		if req.Params.RequestState != "" {
-			a.m.Reject(mrtr.MethodReadResource, req.Params.URI)
+			a.m.Reject(mrtr.Request{Method: mrtr.MethodReadResource, Target: req.Params.URI, Label: resourceLabel(ctx, req.Params.URI)})
 			return nil, errRejected
 		}
 		return next(ctx, req)
@@ -100,8 +105,29 @@ func (a *Adapter) Resource(next server.ResourceHandlerFunc) server.ResourceHandl
 
 var errRejected = errors.New("invalid requestState (reason: invalid)")
 
+// resourceLabel names uri in metrics: uri itself if the server or the
+// session registered that resource, else mrtr.Unknown. A URI that only a
+// template matches is one of as many as clients care to write, and mcp-go
+// does not say which template matched.
+func resourceLabel(ctx context.Context, uri string) string {
+	if session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithResources); ok {
+		if _, ok := session.GetSessionResources()[uri]; ok {
+			return uri
+		}
+	}
+	if s := server.ServerFromContext(ctx); s != nil {
+		if _, ok := s.ListResources()[uri]; ok {
+			return uri
+		}
+	}
+	return mrtr.Unknown
+}
+
+// request describes a call of a tool or prompt that mcp-go found
+// registered (its handler middleware runs only then), so target is its
+// label.
 func (a *Adapter) request(ctx context.Context, method, target string, header http.Header, args []byte) mrtr.Request {
-	r := mrtr.Request{Method: method, Target: target, Arguments: args}
+	r := mrtr.Request{Method: method, Target: target, Label: target, Arguments: args}
 	if a.o.Principal != nil {
 		r.Principal = a.o.Principal(ctx, header)
 	}

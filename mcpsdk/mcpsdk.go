@@ -25,6 +25,14 @@
 // requestState", and data {"reason": "invalid"} or {"reason": "expired"};
 // the handler never runs.
 //
+// Metrics and logs name a target only as the server registered it, and
+// anything else "unknown" (mrtr.Request.Label): a client chooses the name
+// it sends. The go-sdk has no lookup a middleware can call, so the
+// middleware lists the server's tools, prompts, resources and resource
+// templates through the handler below it (the middleware added after it
+// sees those list requests), when a request names a target it has not
+// listed, at most once a second.
+//
 // Clients on protocol versions before 2026-07-28 keep working through the
 // SDK's own bridge, which fulfils input requests in-process: the state then
 // never leaves the server, and the middleware has nothing to seal.
@@ -63,8 +71,9 @@ type Options struct {
 
 // An Adapter holds the middleware for one server.
 type Adapter struct {
-	m *mrtr.Sealer
-	o Options
+	m   *mrtr.Sealer
+	o   Options
+	reg *registry
 }
 
 // New returns an adapter sealing with s. It fails if o is nil or names no
@@ -77,7 +86,7 @@ func New(s *seal.Sealer, o *Options) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{m: m, o: *o}, nil
+	return &Adapter{m: m, o: *o, reg: newRegistry()}, nil
 }
 
 // Middleware returns the receiving middleware that opens and seals
@@ -93,8 +102,13 @@ func (a *Adapter) Middleware() mcp.Middleware {
 			if a.o.Session != nil {
 				r.Session = a.o.Session(ctx, req)
 			}
-			call := a.m.Call(r) // digests the arguments at most once
+			// The target is the client's word until the server is known
+			// to serve it: metrics and logs name it by its label.
+			label := func() string { return a.reg.label(ctx, method, r.Target, req, next) }
+			var call *mrtr.Call // digests the arguments at most once
 			if *state != "" {
+				r.Label = label()
+				call = a.m.Call(r)
 				plain, err := call.Open(ctx, *state)
 				if err != nil {
 					return nil, rejection(err)
@@ -106,9 +120,14 @@ func (a *Adapter) Middleware() mcp.Middleware {
 				return res, err
 			}
 			if out := resultState(res); out != nil && *out != "" {
+				if call == nil {
+					r.Label = label()
+					call = a.m.Call(r)
+				}
 				tok, err := call.Seal(*out)
 				if err != nil {
-					logger(&a.o).Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", r.Target, "err", err)
+					// err's text is bounded by mrtr.
+					logger(&a.o).Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", r.Label, "err", err)
 					*out = "" // the plaintext must not reach the client
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot seal requestState"}
 				}

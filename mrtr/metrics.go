@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// Metrics receives one call per state sealed, opened or rejected. Reason is
-// "invalid" or "expired". Implementations must be safe for concurrent use
-// and quick: they run on the request path.
+// Metrics receives one call per state sealed, opened or rejected. Method
+// is one of the three methods that carry state, or Unknown; target is the
+// request's Label (see Request.Label), so both come from a bounded set
+// the server registered, whatever clients send. Implementations must be
+// safe for concurrent use and quick: they run on the request path.
 type Metrics interface {
 	Sealed(method, target string)
 	Opened(method, target string)
@@ -27,9 +29,20 @@ type LatencyMetrics interface {
 // SlogMetrics logs sealed and opened states at debug level and rejections
 // at warning level. It never logs a token or a state. A nil logger means
 // slog.Default().
-func SlogMetrics(l *slog.Logger) Metrics { return slogMetrics{l} }
+//
+// Rejections are what a client can cause at will, so they are logged at
+// most once a second for each method, target and reason: a flood of bad
+// states writes one line a second, and the next line for the same
+// method, target and reason says in "suppressed" how many it left out.
+// Counters and otelmetrics count every one.
+func SlogMetrics(l *slog.Logger) Metrics {
+	return slogMetrics{l, &limiter{now: time.Now, every: time.Second}}
+}
 
-type slogMetrics struct{ l *slog.Logger }
+type slogMetrics struct {
+	l   *slog.Logger
+	lim *limiter
+}
 
 func (s slogMetrics) log() *slog.Logger {
 	if s.l == nil {
@@ -47,7 +60,58 @@ func (s slogMetrics) Opened(method, target string) {
 }
 
 func (s slogMetrics) Rejected(method, target, reason string) {
+	// The labels are bounded by the Sealer; clip them again for callers
+	// other than a Sealer, and for the limiter's map.
+	method, target, reason = clip(method, maxLabelLen), clip(target, maxLabelLen), clip(reason, maxLabelLen)
+	ok, suppressed := s.lim.allow(rejection{method, target, reason})
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		s.log().Warn("stateseal: requestState rejected", "method", method, "target", target, "reason", reason, "suppressed", suppressed)
+		return
+	}
 	s.log().Warn("stateseal: requestState rejected", "method", method, "target", target, "reason", reason)
+}
+
+type rejection struct{ method, target, reason string }
+
+// A limiter lets one line through per key and period, and counts the
+// others.
+type limiter struct {
+	now   func() time.Time
+	every time.Duration
+	mu    sync.Mutex
+	keys  map[rejection]*window
+}
+
+type window struct {
+	next       time.Time // when the next line may go
+	suppressed int
+}
+
+// maxLimiterKeys bounds the limiter's memory for a caller whose labels are
+// not bounded; a Sealer's are.
+const maxLimiterKeys = 1024
+
+func (l *limiter) allow(k rejection) (ok bool, suppressed int) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.keys[k]
+	if w == nil {
+		if l.keys == nil || len(l.keys) >= maxLimiterKeys {
+			l.keys = map[rejection]*window{}
+		}
+		w = &window{}
+		l.keys[k] = w
+	}
+	if now.Before(w.next) {
+		w.suppressed++
+		return false, 0
+	}
+	suppressed, w.suppressed, w.next = w.suppressed, 0, now.Add(l.every)
+	return true, suppressed
 }
 
 // Counters counts in memory, for tests and for export to a metrics system.

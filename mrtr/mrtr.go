@@ -16,9 +16,12 @@ package mrtr
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/seal"
@@ -52,7 +55,9 @@ type Options struct {
 	// resource URI.
 	TTL map[string]time.Duration
 	// Metrics counts sealed, opened and rejected states; nil logs through
-	// slog.Default().
+	// slog.Default(). It names each target by its Request.Label, so that
+	// what a client writes into a request never becomes a metric label or
+	// a log field of its choosing.
 	Metrics Metrics
 	// Args bounds the arguments a state is bound to; the zero value means
 	// seal.DefaultMaxArgsBytes and seal.DefaultMaxArgsDepth. Arguments past
@@ -64,6 +69,14 @@ type Options struct {
 	// tools that book, pay or delete. nil: no state is single use, since
 	// clients may retry an identical request after a lost response.
 	// Targets builds one from names.
+	//
+	// Every single-use state is sealed with 16 random bytes after it, so
+	// that no two seals make the same token: under a MAC key, two flows
+	// with the same state, binding and second of issue would otherwise
+	// get one token, and the second flow would be refused as a replay of
+	// the first. A changed predicate makes the states in flight for the
+	// targets it changed fail to open (reason "invalid"), never open with
+	// their state misread; see docs/MCP.md.
 	SingleUse func(method, target string) bool
 	// Replay records uses for SingleUse; required with it.
 	Replay replay.Guard
@@ -91,7 +104,30 @@ type Request struct {
 	Arguments []byte
 	// Context is optional caller context, bound as opaque bytes.
 	Context []byte
+	// Label is what Metrics (and the adapters' logs) call Target: the
+	// name the server registered it under (a tool or prompt name, a
+	// resource URI, or the URI template a resource URI matched), or
+	// Unknown for a target the server does not serve. Targets come from
+	// clients, and a metric label or a log field a client can choose is
+	// an unbounded series and a line it writes, so adapters set Label
+	// from their SDK's registries. Empty, Target is named where the state
+	// authenticated (this server sealed it for Target) or is being
+	// sealed, and Unknown where it did not. Labels are cut to 128 bytes.
+	Label string
 }
+
+// Unknown is how metrics and logs name a target the server did not
+// register, a target named only by a state that did not authenticate,
+// and a method other than the three that carry state.
+const Unknown = "unknown"
+
+// maxLabelLen bounds a label; maxErrLen bounds the text of an error from
+// Seal or Open, which may quote a target or a member name of the
+// arguments, and which a caller may log.
+const (
+	maxLabelLen = 128
+	maxErrLen   = 512
+)
 
 // A Sealer seals and opens request states. It is safe for concurrent use.
 type Sealer struct {
@@ -141,7 +177,31 @@ type Call struct {
 	b      seal.Binding
 	err    error
 	done   bool
-	digest [32]byte // b.ArgsDigest's array: one allocation for the Call and its digest
+	digest [sha256.Size + 1]byte // b.ArgsDigest's array, and the single-use mark: one allocation for the Call and its digest
+}
+
+// A single-use state is its plaintext followed by nonceSize random bytes,
+// sealed under the binding whose argument digest is followed by
+// singleUseMark. Every other binding mrtr makes has a digest of exactly
+// sha256.Size bytes, and the binding encoding is length-prefixed, so a
+// state sealed for single use never opens as one that is not, or the
+// other way round: a changed SingleUse predicate cannot make the nonce
+// part of a handler's state, or cut a state short.
+const (
+	nonceSize     = 16
+	singleUseMark = 0x01
+)
+
+// singleUse reports whether the call's state opens once.
+func (c *Call) singleUse() bool {
+	return c.m.o.SingleUse != nil && c.m.o.SingleUse(c.r.Method, c.r.Target)
+}
+
+// singleUseBinding is b, the call's binding, marked single use.
+func (c *Call) singleUseBinding(b seal.Binding) seal.Binding {
+	c.digest[sha256.Size] = singleUseMark
+	b.ArgsDigest = c.digest[:sha256.Size+1]
+	return b
 }
 
 // Call returns the Call for r.
@@ -200,19 +260,25 @@ func (c *Call) Seal(state string) (string, error) {
 	}
 	b, err := c.binding()
 	if err != nil {
-		return "", err
+		return "", bounded(err)
 	}
 	ttl := c.m.o.DefaultTTL
 	if t, ok := c.m.o.TTL[c.r.Target]; ok {
 		ttl = t
 	}
 	start := time.Now()
-	tok, err := c.m.s.Seal(b, []byte(state), ttl)
+	payload := []byte(state)
+	if c.singleUse() {
+		b = c.singleUseBinding(b)
+		payload = make([]byte, len(state)+nonceSize)
+		rand.Read(payload[copy(payload, state):]) // never fails (crypto/rand)
+	}
+	tok, err := c.m.s.Seal(b, payload, ttl)
 	c.m.observe("seal", start)
 	if err != nil {
-		return "", fmt.Errorf("mrtr: sealing requestState for %s %s: %w", c.r.Method, c.r.Target, err)
+		return "", bounded(fmt.Errorf("mrtr: sealing requestState for %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err))
 	}
-	c.m.metrics.Sealed(c.r.Method, c.r.Target)
+	c.m.metrics.Sealed(c.labels(true))
 	return tok, nil
 }
 
@@ -227,29 +293,97 @@ func (c *Call) Open(ctx context.Context, token string) (string, error) {
 		b, err = c.binding()
 	}
 	var state []byte
+	single := err == nil && c.singleUse()
 	if err == nil {
+		if single {
+			b = c.singleUseBinding(b)
+		}
 		state, err = c.m.s.Open(b, token)
 	}
-	if err == nil && c.m.o.SingleUse != nil && c.m.o.SingleUse(c.r.Method, c.r.Target) {
-		err = c.use(ctx, token)
+	// Open reports a time verdict only for a token that authenticated.
+	authentic := err == nil || errors.Is(err, seal.ErrExpired) || errors.Is(err, seal.ErrNotYetValid)
+	if err == nil && single {
+		if len(state) < nonceSize {
+			err = seal.ErrInvalid // authentic, yet not made by Seal: never so
+		} else {
+			state = state[:len(state)-nonceSize]
+			err = c.use(ctx, token)
+		}
 	}
 	c.m.observe("open", start)
 	if err != nil {
-		c.m.metrics.Rejected(c.r.Method, c.r.Target, Reason(err))
-		return "", err
+		method, target := c.labels(authentic)
+		c.m.metrics.Rejected(method, target, Reason(err))
+		return "", bounded(err)
 	}
-	c.m.metrics.Opened(c.r.Method, c.r.Target)
+	c.m.metrics.Opened(c.labels(true))
 	return string(state), nil
 }
 
-// use records an authentic token's first use.
+// labels returns the method and target as metrics and logs may name
+// them: authentic says the target is this server's choice, not only a
+// client's claim.
+func (c *Call) labels(authentic bool) (method, target string) {
+	return labels(c.r, authentic)
+}
+
+func labels(r Request, authentic bool) (method, target string) {
+	switch r.Method {
+	case MethodCallTool, MethodGetPrompt, MethodReadResource:
+		method = r.Method
+	default:
+		method = Unknown
+	}
+	switch {
+	case r.Label != "":
+		target = clip(r.Label, maxLabelLen)
+	case authentic:
+		target = clip(r.Target, maxLabelLen)
+	default:
+		target = Unknown
+	}
+	return method, target
+}
+
+// clip cuts s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "..."
+	i := n - len(more)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + more
+}
+
+// bounded returns err, with its text cut to maxErrLen bytes if longer:
+// errors.Is and errors.As see through the cut.
+func bounded(err error) error {
+	if err == nil || len(err.Error()) <= maxErrLen {
+		return err
+	}
+	return boundedError{err}
+}
+
+type boundedError struct{ err error }
+
+func (e boundedError) Error() string { return clip(e.err.Error(), maxErrLen) }
+func (e boundedError) Unwrap() error { return e.err }
+
+// use records an authentic token's first use. The token is decoded with
+// the sealer's own length bound, which Open has just applied: the default
+// one of replay.ID would refuse every token over 64 KiB that a sealer
+// configured for longer ones accepts.
 func (c *Call) use(ctx context.Context, token string) error {
-	id, keep, err := replay.ID(token)
+	h, err := c.m.s.Inspect(token)
 	if err != nil {
 		return err
 	}
+	id, keep := replay.IDOf(h)
 	if err := c.m.o.Replay.Use(ctx, id, keep); err != nil {
-		return fmt.Errorf("mrtr: %s %s: %w", c.r.Method, c.r.Target, err)
+		return fmt.Errorf("mrtr: %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err)
 	}
 	return nil
 }
@@ -260,8 +394,10 @@ func (m *Sealer) observe(op string, start time.Time) {
 	}
 }
 
-// Reject counts a state refused without being opened, by an adapter that
-// knows none can be valid on the path it arrived on.
-func (m *Sealer) Reject(method, target string) {
+// Reject counts a state of r refused without being opened, by an adapter
+// that knows none can be valid on the path it arrived on. The target is
+// named by r.Label, else Unknown: nothing authenticated it.
+func (m *Sealer) Reject(r Request) {
+	method, target := labels(r, false)
 	m.metrics.Rejected(method, target, "invalid")
 }

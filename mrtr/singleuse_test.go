@@ -3,6 +3,7 @@ package mrtr_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +62,107 @@ func sealerOf(t *testing.T) *seal.Sealer {
 	ring, _ := keyring.Generate(keyring.AEAD)
 	s, _ := seal.New(ring)
 	return s
+}
+
+// TestSingleUseLargeState: a single-use state over the default 64 KiB
+// bound opens once, and then is refused as replayed, on a sealer that
+// accepts such tokens. The id used to be read with the default bound, so
+// such a state never opened.
+func TestSingleUseLargeState(t *testing.T) {
+	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
+		ring, _ := keyring.Generate(alg)
+		s, err := seal.New(ring, seal.WithMaxTokenLen(1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := mrtr.New(s, mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0), Metrics: &mrtr.Counters{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p", Arguments: []byte(`{"amount":1}`)}
+		state := strings.Repeat("large state ", 100<<10/12)
+		tok, err := m.Seal(pay, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tok) <= seal.DefaultMaxTokenLen {
+			t.Fatalf("token of %d characters: not over the default bound", len(tok))
+		}
+		if got, err := m.Open(ctx, pay, tok); err != nil || got != state {
+			t.Fatalf("%v: first use of a %d-character token: %v (state intact: %v)", alg, len(tok), err, got == state)
+		}
+		if _, err := m.Open(ctx, pay, tok); !errors.Is(err, replay.ErrReplayed) {
+			t.Fatalf("%v: second use: %v, want ErrReplayed", alg, err)
+		}
+	}
+}
+
+// TestSingleUseSameSecond: a user runs a single-use tool twice, with the
+// same arguments, in the same second, under a MAC key, whose tokens are a
+// function of payload, binding and second. Each flow gets its own token,
+// so the second flow is not refused as a replay of the first, and each
+// token still opens once.
+func TestSingleUseSameSecond(t *testing.T) {
+	ring, _ := keyring.Generate(keyring.MAC)
+	now := time.Now() // stopped: every seal is in this second; the guard's own clock runs
+	s, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
+	m, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
+		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p", Arguments: []byte(`{"amount":1}`)}
+	look := pay
+	look.Target = "look"
+
+	// Without single use, a MAC seal is deterministic: the same token.
+	l1, _ := m.Seal(look, "confirm")
+	l2, _ := m.Seal(look, "confirm")
+	if l1 != l2 {
+		t.Fatal("two MAC seals of one state, binding and second differ: the test no longer shows the case")
+	}
+
+	first, _ := m.Seal(pay, "confirm")
+	second, _ := m.Seal(pay, "confirm") // the second flow, same second
+	if first == second {
+		t.Fatal("two single-use flows got one token: the second would be refused as a replay")
+	}
+	for i, tok := range []string{first, second} {
+		if got, err := m.Open(ctx, pay, tok); err != nil || got != "confirm" {
+			t.Fatalf("flow %d, first use: %q, %v", i+1, got, err)
+		}
+	}
+	for i, tok := range []string{first, second} {
+		if _, err := m.Open(ctx, pay, tok); !errors.Is(err, replay.ErrReplayed) {
+			t.Fatalf("flow %d, replayed: %v, want ErrReplayed", i+1, err)
+		}
+	}
+}
+
+// TestSingleUseChangedPredicate: a state sealed while its target was not
+// single use does not open once it is, and the other way round: it fails
+// as invalid, rather than reach the handler with 16 bytes of nonce added
+// to its state or cut from it.
+func TestSingleUseChangedPredicate(t *testing.T) {
+	s := sealerOf(t)
+	plain, _ := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{}})
+	single, _ := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
+		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
+	state := strings.Repeat("s", 40)
+	for _, c := range []struct {
+		name       string
+		seal, open *mrtr.Sealer
+	}{{"made single use", plain, single}, {"no longer single use", single, plain}} {
+		tok, err := c.seal.Seal(pay, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.open.Open(ctx, pay, tok); !errors.Is(err, seal.ErrInvalid) {
+			t.Errorf("%s: Open = %q, %v; want ErrInvalid", c.name, got, err)
+		}
+		if got, err := c.seal.Open(ctx, pay, tok); err != nil || got != state {
+			t.Errorf("%s: under the predicate it was sealed with: %q, %v", c.name, got, err)
+		}
+	}
 }

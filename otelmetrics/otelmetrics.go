@@ -6,7 +6,10 @@
 //	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{Audience: aud, Metrics: m}})
 //	m.ObserveLoader(loader, ring) // keyset reloads, their failures, the primary key
 //
-// Instruments (all prefixed "stateseal."):
+// Instruments (all prefixed "stateseal."). A method is one of the three
+// that carry state or "unknown"; a target is a name the server registered
+// (mrtr.Request.Label) or "unknown", never a string of a client's choosing,
+// so each attribute has a bounded set of values:
 //
 //	states.sealed     counter    method, target
 //	states.opened     counter    method, target

@@ -18,19 +18,21 @@ const shards = 64
 
 // A Memory guard keeps used ids in this process. It holds at most max
 // entries. An entry lives until its token expires; expired entries are
-// swept when a shard fills up. At the bound, with every entry still
-// unexpired, Use refuses new tokens with ErrUnavailable rather than forget
-// a live one (which would let that one be replayed): a flood of valid
-// single-use tokens makes single-use tools unavailable, never replayable.
+// swept when a shard fills up, so a full shard refuses a new token only
+// when every entry in it is still unexpired. Then Use refuses with
+// ErrUnavailable rather than forget a live entry (which would let that
+// token be replayed): a flood of valid single-use tokens makes single-use
+// tools unavailable, never replayable.
 type Memory struct {
 	perShard int
 	now      func() time.Time
 	shard    [shards]struct {
 		mu   sync.Mutex
 		used map[[sha256.Size]byte]int64 // id hash -> expiry, Unix seconds
-		// sweepAt is when the earliest entry expires: a full shard is not
-		// swept again before, so a flood costs one sweep per expiry, not
-		// one per token.
+		// sweepAt is at or before the expiry of every entry: a full shard
+		// is not swept before it, so a flood costs at most one sweep per
+		// second, not one per token. Every insertion lowers it, so no
+		// entry can expire unseen behind it.
 		sweepAt int64
 	}
 }
@@ -58,6 +60,10 @@ func (m *Memory) Use(_ context.Context, id []byte, expires time.Time) error {
 	if exp, ok := s.used[k]; ok && exp > now {
 		return ErrReplayed
 	}
+	exp := expires.Unix() + 1 // a token is valid through its last second
+	if exp <= now {
+		return nil // nothing left to remember: it could not be replayed
+	}
 	if len(s.used) >= m.perShard && now >= s.sweepAt {
 		s.sweepAt = 1<<63 - 1
 		for id, exp := range s.used {
@@ -71,7 +77,8 @@ func (m *Memory) Use(_ context.Context, id []byte, expires time.Time) error {
 	if len(s.used) >= m.perShard {
 		return fmt.Errorf("%w: the in-memory guard holds %d unexpired tokens in this shard, its bound", ErrUnavailable, len(s.used))
 	}
-	s.used[k] = expires.Unix() + 1 // a token is valid through its last second
+	s.used[k] = exp
+	s.sweepAt = min(s.sweepAt, exp)
 	return nil
 }
 

@@ -2,8 +2,10 @@ package replay
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,4 +100,115 @@ func TestMemoryConcurrent(t *testing.T) {
 	if wins.Load() != 1 {
 		t.Fatalf("%d uses of one token won, want 1", wins.Load())
 	}
+}
+
+// TestMemoryRefillAfterSweep is the case that used to fail: a sweep that
+// empties a full shard left it never to be swept again, so once refilled
+// it refused every new token for good, expired entries or not.
+func TestMemoryRefillAfterSweep(t *testing.T) {
+	m := NewMemory(1) // one entry per shard
+	now := time.Unix(1785240000, 0)
+	m.now = func() time.Time { return now }
+	ids := sameShard(3)
+	use := func(id []byte) error { return m.Use(ctx, id, now.Add(time.Minute)) }
+	if err := use(ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute) // ids[0] expired: its sweep empties the shard
+	if err := use(ids[1]); err != nil {
+		t.Fatalf("after the first entry expired: %v", err)
+	}
+	now = now.Add(2 * time.Minute) // ids[1] expired too
+	if err := use(ids[2]); err != nil {
+		t.Fatalf("after the refill expired: %v, want room", err)
+	}
+	// And the bound still holds against live entries.
+	if err := m.Use(ctx, sameShardAs(ids[2], 1)[0], now.Add(time.Minute)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a full shard of live entries: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestMemoryModel checks Use, step by step, against a model of the
+// requirement: a token used before and unexpired is replayed; otherwise a
+// shard refuses only when it holds perShard unexpired entries. Lifetimes
+// vary, so entries expire out of the order they came in, and the clock
+// jumps past some of them and not others.
+func TestMemoryModel(t *testing.T) {
+	const max = 64 * 2 // three entries per shard
+	m := NewMemory(max)
+	now := time.Unix(1785240000, 0)
+	m.now = func() time.Time { return now }
+	rng := rand.New(rand.NewPCG(1, 2))
+	model := map[string]int64{}          // id -> expiry, as the guard counts it
+	byShard := [shards]map[string]bool{} // the model's ids by shard
+	live := func(shard byte) int {
+		n := 0
+		for id := range byShard[shard] {
+			if model[id] > now.Unix() {
+				n++
+			}
+		}
+		return n
+	}
+	refused, replayed := 0, 0
+	for step := range 5000 {
+		var id []byte
+		if rng.IntN(8) == 0 && len(model) > 0 {
+			id = fmt.Appendf(nil, "t%d", rng.IntN(step)) // maybe seen before
+		} else {
+			id = fmt.Appendf(nil, "t%d", step)
+		}
+		expires := now.Add(time.Duration(1+rng.IntN(120)) * time.Second)
+		var want error
+		switch exp, ok := model[string(id)]; {
+		case ok && exp > now.Unix():
+			want = ErrReplayed
+		case live(shardOf(id)) >= m.perShard:
+			want = ErrUnavailable
+		}
+		err := m.Use(ctx, id, expires)
+		if !errors.Is(err, want) || (want == nil && err != nil) {
+			t.Fatalf("step %d: Use = %v, want %v (%d live in its shard, bound %d)", step, err, want, live(shardOf(id)), m.perShard)
+		}
+		if err == nil {
+			model[string(id)] = expires.Unix() + 1
+			if byShard[shardOf(id)] == nil {
+				byShard[shardOf(id)] = map[string]bool{}
+			}
+			byShard[shardOf(id)][string(id)] = true
+		}
+		switch {
+		case errors.Is(err, ErrUnavailable):
+			refused++
+		case errors.Is(err, ErrReplayed):
+			replayed++
+		}
+		// About five uses a second against lifetimes of a minute on
+		// average: more live tokens than the guard holds.
+		now = now.Add(time.Duration(rng.IntN(5)) * 100 * time.Millisecond)
+	}
+	if refused == 0 || replayed == 0 {
+		t.Fatalf("the run never filled a shard (%d refused) or replayed (%d): it tested nothing", refused, replayed)
+	}
+	t.Logf("%d refused as full, %d replayed", refused, replayed)
+}
+
+func shardOf(id []byte) byte {
+	k := sha256.Sum256(id)
+	return k[0] % shards
+}
+
+// sameShard returns n ids that fall in one shard.
+func sameShard(n int) [][]byte { return sameShardAs([]byte("x"), n) }
+
+// sameShardAs returns n ids other than id that fall in its shard.
+func sameShardAs(id []byte, n int) [][]byte {
+	var out [][]byte
+	for i := 0; len(out) < n; i++ {
+		c := fmt.Appendf(nil, "%s/%d", id, i)
+		if shardOf(c) == shardOf(id) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

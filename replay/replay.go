@@ -9,10 +9,21 @@
 // process and the Redis guard (package replay/redisguard) for a fleet,
 // where the retry of a round may reach another instance.
 //
-// A token's id is its authentication tag, which differs for every seal, so
-// single use adds no byte on the wire; see [ID]. A guard is consulted only
-// after the token authenticated, so an attacker cannot fill it with
-// garbage.
+// A token's id is its authentication tag; see [ID]. Two tokens with one
+// id are one token, so an id tells seals apart exactly when their tokens
+// differ. An AEAD seal always differs (its nonce is random). A MAC token
+// is a function of its payload, binding and second of issue, so two MAC
+// seals of the same state for the same request in the same second are
+// the same token, and a guard cannot tell the second one's first use from
+// a replay of the first. Package mrtr therefore seals every single-use
+// state with 16 random bytes after it (16 bytes more on the wire, under
+// either kind of key): each of its seals is a new token with a new id, and
+// a user who runs a single-use tool twice, with the same arguments, in one
+// second, completes both. Callers that seal for a guard themselves must
+// make their payloads differ the same way.
+//
+// A guard is consulted only after the token authenticated, so an attacker
+// cannot fill it with garbage.
 package replay
 
 import (
@@ -49,11 +60,20 @@ const Margin = 10 * time.Minute
 
 // ID returns the id of a token and until when a guard must keep it (its
 // expiry plus Margin). It decodes the token's header and tag without any
-// key: call it only on a token that Open accepted.
+// key: call it only on a token that Open accepted. It decodes with
+// seal.Inspect's default length bound; for a Sealer that accepts longer
+// tokens (seal.WithMaxTokenLen), use IDOf(sealer.Inspect(token)).
 func ID(token string) (id []byte, keepUntil time.Time, err error) {
 	h, err := seal.Inspect(token)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return h.Tag, h.Expiry.Add(Margin), nil
+	id, keepUntil = IDOf(h)
+	return id, keepUntil, nil
+}
+
+// IDOf is ID for a header already decoded, by seal.Inspect or by the
+// Inspect method of the Sealer that opened the token.
+func IDOf(h seal.Header) (id []byte, keepUntil time.Time) {
+	return h.Tag, h.Expiry.Add(Margin)
 }

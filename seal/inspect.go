@@ -20,7 +20,9 @@ type Header struct {
 	// Tag is the token's authentication tag: 32 bytes (MAC) or 16 (AEAD).
 	// It differs for every AEAD seal (the nonce is random), and for every
 	// MAC seal that differs in payload, binding or second of issue, so it
-	// identifies a token for single use (package replay).
+	// identifies a token for single use (package replay). Two MAC seals
+	// alike in all three are one token: package mrtr adds random bytes to
+	// every single-use state so that its seals never are.
 	Tag []byte
 }
 
@@ -28,8 +30,15 @@ type Header struct {
 // same strict decoding as Open, with the default length bound, but checks
 // no signature and no time: an attacker chooses every field it returns. It
 // is for debugging and logs, never for decisions.
-func Inspect(token string) (Header, error) {
-	if len(token) > DefaultMaxTokenLen {
+func Inspect(token string) (Header, error) { return inspect(token, DefaultMaxTokenLen) }
+
+// Inspect is the package's Inspect with s's length bound (WithMaxTokenLen)
+// in place of the default, so that it decodes every token s accepts. On a
+// token that s.Open accepted, its fields are authentic.
+func (s *Sealer) Inspect(token string) (Header, error) { return inspect(token, s.cfg.maxLen) }
+
+func inspect(token string, maxLen int) (Header, error) {
+	if len(token) > maxLen {
 		return Header{}, ErrTooLarge
 	}
 	raw, err := envelope.AppendDecode(nil, unsafe.Slice(unsafe.StringData(token), len(token)))

@@ -188,3 +188,27 @@ func TestInspect(t *testing.T) {
 		}
 	}
 }
+
+// TestSealerInspectBound: a Sealer's Inspect decodes every token the
+// Sealer accepts, where the package's Inspect stops at the default bound.
+func TestSealerInspectBound(t *testing.T) {
+	ring, _ := keyring.Generate(keyring.MAC)
+	s, err := New(ring, WithMaxTokenLen(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.Seal(testBinding, make([]byte, 100<<10), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Inspect(tok); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Inspect of a %d-character token: %v, want ErrTooLarge (the default bound)", len(tok), err)
+	}
+	h, err := s.Inspect(tok)
+	if err != nil || h.TokenLen != len(tok) || h.PayloadLen != 100<<10 {
+		t.Fatalf("Sealer.Inspect = %+v, %v", h, err)
+	}
+	if _, err := s.Inspect(tok + strings.Repeat("A", 1<<20)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Sealer.Inspect over its bound: %v", err)
+	}
+}
