@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/stateseal/stateseal/backends"
-	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 const seedKeyset = `{
@@ -34,7 +34,7 @@ func FuzzParseKeyset(f *testing.F) {
 	f.Add([]byte(`{"format":"stateseal-keyset-v2"}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ks, err := keyring.ParseKeyset(data)
+		ks, err := keyset.Parse(data)
 		if err != nil {
 			return
 		}
@@ -42,7 +42,7 @@ func FuzzParseKeyset(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a parsed keyset does not marshal: %v", err)
 		}
-		again, err := keyring.ParseKeyset(out)
+		again, err := keyset.Parse(out)
 		if err != nil {
 			t.Fatalf("a marshalled keyset does not parse: %v\n%s", err, out)
 		}

@@ -105,10 +105,6 @@ func TestPrimaryTieBreak(t *testing.T) {
 		if want := order[1].ID; k.ID != want {
 			t.Errorf("primary of %08x, %08x is %08x, want the later-listed %08x", order[0].ID, order[1].ID, k.ID, want)
 		}
-		ks := &Keyset{Keys: []StoredKey{{ID: order[0].ID, State: Active, Activation: t0}, {ID: order[1].ID, State: Active, Activation: t0}}}
-		if sk, _ := ks.Primary(t0); sk.ID != k.ID {
-			t.Errorf("Keyset.Primary %08x disagrees with Snapshot.Primary %08x", sk.ID, k.ID)
-		}
 	}
 }
 
@@ -189,12 +185,4 @@ func TestParse(t *testing.T) {
 	if FormatID(0xab) != "000000ab" {
 		t.Error(FormatID(0xab))
 	}
-}
-
-// testPolicy is the default policy without a freshness window: tests on a
-// fixed clock far from now (t0) test freshness where they mean to.
-func testPolicy() Policy {
-	p := DefaultPolicy()
-	p.Freshness = 0
-	return p
 }

@@ -115,6 +115,14 @@ func (s *Snapshot) Policy() (Policy, bool) {
 	return *s.policy, true
 }
 
+// WithPolicy returns a copy of s that reports p and version as the policy
+// and version of the keyset it was loaded from. Package keyset sets them.
+func (s *Snapshot) WithPolicy(p Policy, version uint64) *Snapshot {
+	c := *s
+	c.policy, c.version = &p, version
+	return &c
+}
+
 // Version returns the version of the keyset the snapshot was loaded from,
 // or 0.
 func (s *Snapshot) Version() uint64 { return s.version }

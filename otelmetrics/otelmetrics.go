@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 // A Metrics is an mrtr.Metrics (and mrtr.LatencyMetrics) that records to
@@ -101,11 +102,11 @@ func (m *Metrics) Latency(op string, d time.Duration) {
 // OnError already set), and reports the primary key id and the version of
 // ring, the Loader's ring, when metrics are collected. Call it before
 // l.Run.
-func (m *Metrics) ObserveLoader(l *keyring.Loader, ring *keyring.Ring) error {
+func (m *Metrics) ObserveLoader(l *keyset.Loader, ring *keyring.Ring) error {
 	onReload, onError := l.OnReload, l.OnError
 	ok := metric.WithAttributes(attribute.String("result", "ok"))
 	failed := metric.WithAttributes(attribute.String("result", "error"))
-	l.OnReload = func(ks *keyring.Keyset) {
+	l.OnReload = func(ks *keyset.Keyset) {
 		m.reloads.Add(context.Background(), 1, ok)
 		if onReload != nil {
 			onReload(ks)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/otelmetrics"
 	"github.com/stateseal/stateseal/replay"
@@ -35,7 +36,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := rotation.Init(ctx, path, "local:kek", keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		t.Fatal(err)
 	}
-	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{KEK: "local:kek"}, Logger: slog.New(slog.DiscardHandler)}
+	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: "local:kek"}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 // TestCorruptWrappedKey: an authentic keyset with one key whose wrapped
@@ -30,18 +31,19 @@ func TestCorruptWrappedKey(t *testing.T) {
 	ks := read(t, path)
 	bad := ks.Keys[1].ID
 	k, _ := keyring.NewKey(keyring.AEAD, t0, t0, nil)
-	w, _ := kek.Wrap(ctx, k.Material, keyring.WrapAD("ks-elsewhere", bad))
-	ks.Keys[1].Wrapped = w
+	k.ID = bad
+	elsewhere, _ := (&keyset.Keyset{ID: "ks-elsewhere"}).Wrap(ctx, kek, k)
+	ks.Keys[1].Wrapped = elsewhere.Wrapped
 	ks.Version++
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		t.Fatal(err)
 	}
-	if err := keyring.WriteKeysetFile(path, ks); err != nil {
+	if err := keyset.WriteFile(ctx, path, ks); err != nil {
 		t.Fatal(err)
 	}
 	clk.advance(time.Hour)
-	lo := &keyring.LoadOptions{KEK: "local:kek", Now: clk.now}
-	_, _, err = keyring.LoadFile(ctx, path, lo)
+	lo := &keyset.LoadOptions{KEK: "local:kek", Now: clk.now}
+	_, _, err = keyset.Load(ctx, path, lo)
 	if !errors.Is(err, backends.ErrUnwrap) || !strings.Contains(err.Error(), keyring.FormatID(bad)) {
 		t.Fatalf("load names the key that fails: %v", err)
 	}
@@ -54,7 +56,7 @@ func TestCorruptWrappedKey(t *testing.T) {
 	if _, ok := read(t, path).Key(bad); ok {
 		t.Fatal("the broken key is still there")
 	}
-	if _, _, err := keyring.LoadFile(ctx, path, lo); err != nil {
+	if _, _, err := keyset.Load(ctx, path, lo); err != nil {
 		t.Fatalf("load after removing it: %v", err)
 	}
 }

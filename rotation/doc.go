@@ -3,7 +3,7 @@
 // KEK. It never touches tokens.
 //
 // Every operation is one compare-and-swap edit: read the keyset, change a
-// copy, write it back only if nobody wrote in between (keyring.ErrConflict
+// copy, write it back only if nobody wrote in between (keyset.ErrConflict
 // otherwise). Two operators, or two instances running the [Scheduler], can
 // act at once without losing a key.
 //

@@ -10,17 +10,18 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
 )
 
 // Options configure every operation. The zero value is usable for a
 // keyset file under the local KEK beside it.
 type Options struct {
-	// KEK is the KEK the editor trusts, as keyring.LoadOptions.KEK: a
+	// KEK is the KEK the editor trusts, as keyset.LoadOptions.KEK: a
 	// keyset naming another is not edited. Required for a keyset in a
 	// store. Rewrap's target is its own argument.
 	KEK string
-	// PreviousKEK is trusted too, as keyring.LoadOptions.PreviousKEK.
+	// PreviousKEK is trusted too, as keyset.LoadOptions.PreviousKEK.
 	PreviousKEK string
 	// KeysetID and MinVersion refuse, as a loader does, another keyset or
 	// one rolled back below the minimum.
@@ -30,7 +31,7 @@ type Options struct {
 	// (a Scheduler's): an edit refuses a keyset the loader would refuse, so
 	// a store rolled back below what the instance loaded is never written
 	// back at a new version.
-	Loader *keyring.Loader
+	Loader *keyset.Loader
 	// AllowStale lets an edit start from a keyset whose freshness window
 	// has passed. Refresh uses it when an operator has checked that the
 	// expired keyset is the latest (sealctl refresh --stale).
@@ -60,24 +61,24 @@ func (o *Options) logger() *slog.Logger {
 	return o.Logger
 }
 
-func (o *Options) loadOptions() *keyring.LoadOptions {
+func (o *Options) loadOptions() *keyset.LoadOptions {
 	if o == nil {
 		return nil
 	}
-	return &keyring.LoadOptions{KEK: o.KEK, PreviousKEK: o.PreviousKEK, KeysetID: o.KeysetID, MinVersion: o.MinVersion,
+	return &keyset.LoadOptions{KEK: o.KEK, PreviousKEK: o.PreviousKEK, KeysetID: o.KeysetID, MinVersion: o.MinVersion,
 		Backends: o.Backends, Stores: o.Stores, Now: o.Now}
 }
 
 // check refuses a keyset that a loader configured like o would refuse,
 // before any KMS call.
-func (o *Options) check(ks *keyring.Keyset, location string) error {
+func (o *Options) check(ks *keyset.Keyset, location string) error {
 	var err error
 	if o != nil && o.Loader != nil {
-		err = o.Loader.CheckKeyset(ks)
+		err = o.Loader.Check(ks)
 	} else {
-		err = keyring.CheckKeyset(ks, location, o.loadOptions())
+		err = keyset.Check(ks, location, o.loadOptions())
 	}
-	if errors.Is(err, keyring.ErrStale) && o != nil && o.AllowStale {
+	if errors.Is(err, keyset.ErrStale) && o != nil && o.AllowStale {
 		return nil
 	}
 	if err != nil {
@@ -102,9 +103,9 @@ func (o *Options) backends() *backends.Registry {
 
 // A Result says what an edit did.
 type Result struct {
-	Keyset   *keyring.Keyset // as written
-	Key      uint32          // the key the operation was about, if any
-	Warnings []string        // things an operator should know; the edit was made
+	Keyset   *keyset.Keyset // as written
+	Key      uint32         // the key the operation was about, if any
+	Warnings []string       // things an operator should know; the edit was made
 
 	signer backends.KEK // set by Rewrap: the KEK the edited keyset is under
 }
@@ -116,20 +117,20 @@ type Result struct {
 // edit would authenticate whatever was changed (a retired key revived,
 // say). fn gets the opened KEK; a Rewrap that changes ks.KEK
 // authenticates the result under the new one.
-func edit(ctx context.Context, location string, o *Options, fn func(ks *keyring.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
+func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
 	lo := o.loadOptions()
-	s, err := keyring.OpenStore(ctx, location, lo)
+	s, err := keyset.OpenStore(ctx, location, lo)
 	if err != nil {
 		return Result{}, err
 	}
-	cur, rev, err := keyring.ReadKeyset(ctx, s)
+	cur, rev, err := keyset.Read(ctx, s)
 	if err != nil {
 		return Result{}, err
 	}
 	if err := o.check(cur, location); err != nil {
 		return Result{}, err
 	}
-	kek, err := keyring.OpenKEK(ctx, cur, location, lo)
+	kek, err := keyset.OpenKEK(ctx, cur, location, lo)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
 	}
@@ -152,7 +153,7 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyring.
 	if err := ks.Authenticate(ctx, signer); err != nil {
 		return Result{}, err
 	}
-	if _, err := keyring.WriteKeyset(ctx, s, ks, rev); err != nil {
+	if _, err := keyset.Write(ctx, s, ks, rev); err != nil {
 		return Result{}, err
 	}
 	res.Keyset, res.signer = ks, nil
@@ -167,10 +168,10 @@ const retries = 5
 // there first, doing the edit again on its keyset is what the operator
 // asked for, so a lost compare-and-swap is retried. Rotate is not: a
 // second rotation would add a second key.
-func editRetry(ctx context.Context, location string, o *Options, fn func(ks *keyring.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
+func editRetry(ctx context.Context, location string, o *Options, fn func(ks *keyset.Keyset, kek backends.KEK) (Result, error)) (Result, error) {
 	for i := 0; ; i++ {
 		res, err := edit(ctx, location, o, fn)
-		if !errors.Is(err, keyring.ErrConflict) || i == retries-1 {
+		if !errors.Is(err, keyset.ErrConflict) || i == retries-1 {
 			return res, err
 		}
 		o.logger().Info("stateseal keyset changed during an edit; editing again", "store", stores.Redact(location))
@@ -180,12 +181,12 @@ func editRetry(ctx context.Context, location string, o *Options, fn func(ks *key
 // openKEK opens the KEK at url, which comes from the operator or the
 // configuration, for the keyset at location.
 func openKEK(ctx context.Context, url, location string, o *Options) (backends.KEK, error) {
-	ks := &keyring.Keyset{}
+	ks := &keyset.Keyset{}
 	var err error
-	if ks.KEK, err = keyring.KEKIdentity(url); err != nil {
+	if ks.KEK, err = keyset.KEKIdentity(url); err != nil {
 		return nil, fmt.Errorf("rotation: %w", err)
 	}
-	k, err := keyring.OpenKEK(ctx, ks, location, &keyring.LoadOptions{KEK: url, Backends: o.backends()})
+	k, err := keyset.OpenKEK(ctx, ks, location, &keyset.LoadOptions{KEK: url, Backends: o.backends()})
 	if err != nil {
 		return nil, fmt.Errorf("rotation: %w", err)
 	}
@@ -193,8 +194,8 @@ func openKEK(ctx context.Context, url, location string, o *Options) (backends.KE
 }
 
 // editKey is edit for an operation on one key that is not retired.
-func editKey(ctx context.Context, path string, id uint32, o *Options, fn func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error)) (Result, error) {
-	return editRetry(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+func editKey(ctx context.Context, path string, id uint32, o *Options, fn func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error)) (Result, error) {
+	return editRetry(ctx, path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		k, err := find(ks, id)
 		if err != nil {
 			return Result{}, err
@@ -209,7 +210,7 @@ func editKey(ctx context.Context, path string, id uint32, o *Options, fn func(ks
 }
 
 // find returns the key with id, or an error naming the keyset.
-func find(ks *keyring.Keyset, id uint32) (*keyring.StoredKey, error) {
+func find(ks *keyset.Keyset, id uint32) (*keyset.StoredKey, error) {
 	k, ok := ks.Key(id)
 	if !ok {
 		return nil, fmt.Errorf("rotation: keyset %s has no key %s", ks.ID, keyring.FormatID(id))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/seal"
 )
 
@@ -18,13 +19,13 @@ import (
 // and a sealer on its ring, on the fleet's fake clock.
 type instance struct {
 	name   string
-	loader *keyring.Loader
+	loader *keyset.Loader
 	sealer *seal.Sealer
 }
 
 func newInstance(t *testing.T, name, path string, clk *clock) *instance {
 	t.Helper()
-	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{KEK: "local:kek", PreviousKEK: "local:kek2", Now: clk.now},
+	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: "local:kek", PreviousKEK: "local:kek2", Now: clk.now},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ring, err := l.Load(ctx)
 	if err != nil {
@@ -144,10 +145,10 @@ func TestRewrap(t *testing.T) {
 	if got, err := fresh.sealer.Open(bind, tok); err != nil || string(got) != "before" {
 		t.Fatalf("token from before the rewrap: %v", err)
 	}
-	if _, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{KEK: "local:kek", Now: clk.now}); !errors.Is(err, keyring.ErrUntrustedKEK) {
+	if _, _, err := keyset.Load(ctx, path, &keyset.LoadOptions{KEK: "local:kek", Now: clk.now}); !errors.Is(err, keyset.ErrUntrustedKEK) {
 		t.Fatalf("an instance that trusts only the old KEK loaded the rewrapped keyset: %v", err)
 	}
-	if _, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{KEK: "local:kek2", Now: clk.now}); err != nil {
+	if _, _, err := keyset.Load(ctx, path, &keyset.LoadOptions{KEK: "local:kek2", Now: clk.now}); err != nil {
 		t.Fatalf("an instance that trusts the new KEK: %v", err)
 	}
 	// A rewrap to a KEK that cannot be opened writes nothing.
@@ -160,7 +161,7 @@ func TestRewrap(t *testing.T) {
 // sealer of the fleet; an option may tighten them, never loosen them.
 func TestPolicyBoundsSealer(t *testing.T) {
 	path, clk, _ := setup(t) // policy: max TTL 1h, skew 30s
-	snap, _, err := keyring.LoadFile(ctx, path, &keyring.LoadOptions{KEK: "local:kek", Now: clk.now})
+	snap, _, err := keyset.Load(ctx, path, &keyset.LoadOptions{KEK: "local:kek", Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}

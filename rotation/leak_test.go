@@ -12,6 +12,7 @@ import (
 	_ "github.com/stateseal/stateseal/backends/vault"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
 	_ "github.com/stateseal/stateseal/stores/vaultkv"
@@ -46,9 +47,9 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaked := init.Key
-	lo := &keyring.LoadOptions{KEK: kek}
+	lo := &keyset.LoadOptions{KEK: kek}
 	sealerAt := func() (*seal.Sealer, error) {
-		snap, _, err := keyring.LoadFile(ctx, loc, lo)
+		snap, _, err := keyset.Load(ctx, loc, lo)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +68,7 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running := &keyring.Loader{Path: loc, Options: *lo, Logger: slog.New(slog.DiscardHandler)}
+	running := &keyset.Loader{Path: loc, Options: *lo, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := running.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 	if _, err := fresh.Open(b, token); err != nil {
 		t.Fatalf("the leaked key's token on a fresh instance after the rollback: %v; the attack should work here", err)
 	}
-	if err := running.Reload(ctx); !errors.Is(err, keyring.ErrRollback) {
+	if err := running.Reload(ctx); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("running instance, rolled-back store: %v", err)
 	}
 	if _, err := kv.Rollback(ctx, "stateseal/leak", 4); err != nil { // the operator restores the pruned version

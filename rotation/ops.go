@@ -10,6 +10,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -23,11 +24,11 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 	if o != nil && o.KEK != "" && o.KEK != kekURL {
 		return Result{}, errors.New("rotation: Init takes the KEK URL as its argument; Options.KEK names another")
 	}
-	id, err := keyring.KEKIdentity(kekURL)
+	id, err := keyset.KEKIdentity(kekURL)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: %w", err)
 	}
-	ks := &keyring.Keyset{ID: keyring.NewKeysetID(), Version: 1, KEK: id, Policy: p}
+	ks := &keyset.Keyset{ID: keyset.NewID(), Version: 1, KEK: id, Policy: p}
 	kek, err := openKEK(ctx, kekURL, path, o)
 	if err != nil {
 		return Result{}, err
@@ -38,16 +39,16 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 	if err != nil {
 		return Result{}, err
 	}
-	ks.Keys = []keyring.StoredKey{sk}
+	ks.Keys = []keyset.StoredKey{sk}
 	ks.Refresh(now)
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		return Result{}, err
 	}
-	s, err := keyring.OpenStore(ctx, path, o.loadOptions())
+	s, err := keyset.OpenStore(ctx, path, o.loadOptions())
 	if err != nil {
 		return Result{}, err
 	}
-	if _, err := keyring.WriteKeyset(ctx, s, ks, ""); err != nil {
+	if _, err := keyset.Write(ctx, s, ks, ""); err != nil {
 		return Result{}, err
 	}
 	o.logger().Info("stateseal keyset created", "store", stores.Redact(path), "keyset", ks.ID, "key", keyring.FormatID(sk.ID), "algorithm", alg)
@@ -76,9 +77,9 @@ var errNotDue = errors.New("rotation: not due")
 
 // rotate is Rotate; when, if set, is checked on the keyset the edit
 // starts from, so the decision and the write are one compare-and-swap.
-func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when func(*keyring.Keyset, time.Time) bool) (Result, error) {
+func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when func(*keyset.Keyset, time.Time) bool) (Result, error) {
 	now := o.now()
-	res, err := edit(ctx, path, o, func(ks *keyring.Keyset, kek backends.KEK) (Result, error) {
+	res, err := edit(ctx, path, o, func(ks *keyset.Keyset, kek backends.KEK) (Result, error) {
 		var res Result
 		if when != nil && !when(ks, now) {
 			return res, errNotDue
@@ -126,11 +127,11 @@ func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when
 // when it does: Promote warns of it.
 func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
 	now := o.now()
-	return editKey(ctx, path, id, o, func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error) {
+	return editKey(ctx, path, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
 		k.State = keyring.Active
 		k.Activation = now
 		moved := *k
-		ks.Keys = slices.DeleteFunc(ks.Keys, func(sk keyring.StoredKey) bool { return sk.ID == id })
+		ks.Keys = slices.DeleteFunc(ks.Keys, func(sk keyset.StoredKey) bool { return sk.ID == id })
 		ks.Keys = append(ks.Keys, moved)
 		res := Result{Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}
 		for _, p := range ks.Keys {
@@ -148,7 +149,7 @@ func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, e
 // the last key able to seal.
 func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
 	now := o.now()
-	return editKey(ctx, path, id, o, func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error) {
+	return editKey(ctx, path, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
 		if k.State != keyring.Active {
 			return Result{}, fmt.Errorf("rotation: key %s is %s, not active", keyring.FormatID(id), k.State)
 		}
@@ -164,19 +165,19 @@ func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, er
 // rejected; pruning only shortens the file. With no retired key it writes
 // nothing and says so in a warning.
 func Prune(ctx context.Context, path string, o *Options) (Result, error) {
-	s, err := keyring.OpenStore(ctx, path, o.loadOptions())
+	s, err := keyset.OpenStore(ctx, path, o.loadOptions())
 	if err != nil {
 		return Result{}, err
 	}
-	cur, _, err := keyring.ReadKeyset(ctx, s)
+	cur, _, err := keyset.Read(ctx, s)
 	if err != nil {
 		return Result{}, err
 	}
-	if !slices.ContainsFunc(cur.Keys, func(k keyring.StoredKey) bool { return k.State == keyring.Retired }) {
+	if !slices.ContainsFunc(cur.Keys, func(k keyset.StoredKey) bool { return k.State == keyring.Retired }) {
 		return Result{Keyset: cur, Warnings: []string{"no retired key to prune; nothing written"}}, nil
 	}
-	return editRetry(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
-		ks.Keys = slices.DeleteFunc(ks.Keys, func(k keyring.StoredKey) bool { return k.State == keyring.Retired })
+	return editRetry(ctx, path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+		ks.Keys = slices.DeleteFunc(ks.Keys, func(k keyset.StoredKey) bool { return k.State == keyring.Retired })
 		return Result{}, nil
 	})
 }
@@ -186,11 +187,11 @@ func Prune(ctx context.Context, path string, o *Options) (Result, error) {
 // is unwrapped with the old KEK first: a key that does not unwrap stops the
 // rewrap and nothing is written.
 func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error) {
-	id, err := keyring.KEKIdentity(newKEK)
+	id, err := keyset.KEKIdentity(newKEK)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
 	}
-	return editRetry(ctx, path, o, func(ks *keyring.Keyset, old backends.KEK) (Result, error) {
+	return editRetry(ctx, path, o, func(ks *keyset.Keyset, old backends.KEK) (Result, error) {
 		next, err := openKEK(ctx, newKEK, path, o)
 		if err != nil {
 			return Result{}, fmt.Errorf("new KEK: %w", err)
@@ -218,7 +219,7 @@ func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error
 // expiry (now plus the policy's freshness window), so that it keeps
 // loading; the Scheduler does it on its own. Edits refresh too.
 func Refresh(ctx context.Context, path string, o *Options) (Result, error) {
-	return editRetry(ctx, path, o, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+	return editRetry(ctx, path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		if ks.Policy.Freshness == 0 {
 			return Result{}, fmt.Errorf("rotation: keyset %s has no freshness window; there is nothing to refresh", ks.ID)
 		}
@@ -227,7 +228,7 @@ func Refresh(ctx context.Context, path string, o *Options) (Result, error) {
 }
 
 // usable fails if ks has no key that seals at now.
-func usable(ks *keyring.Keyset, now time.Time) error {
+func usable(ks *keyset.Keyset, now time.Time) error {
 	if _, ok := ks.Primary(now); !ok {
 		return fmt.Errorf("rotation: keyset %s would have no key able to seal", ks.ID)
 	}
@@ -241,7 +242,7 @@ func usable(ks *keyring.Keyset, now time.Time) error {
 // default freshness window (docs/KEYSET.md).
 func Upgrade(ctx context.Context, path string, o *Options) (Result, error) {
 	lo := o.loadOptions()
-	s, err := keyring.OpenStore(ctx, path, lo)
+	s, err := keyset.OpenStore(ctx, path, lo)
 	if err != nil {
 		return Result{}, err
 	}
@@ -258,11 +259,11 @@ func Upgrade(ctx context.Context, path string, o *Options) (Result, error) {
 		return Result{}, err
 	}
 	defer closeKEK(kek)
-	ks, err := keyring.Upgrade(ctx, data, kek, url, o.now())
+	ks, err := keyset.Upgrade(ctx, data, kek, url, o.now())
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (in %s)", err, s)
 	}
-	if _, err := keyring.WriteKeyset(ctx, s, ks, rev); err != nil {
+	if _, err := keyset.Write(ctx, s, ks, rev); err != nil {
 		return Result{}, err
 	}
 	o.logger().Info("stateseal keyset upgraded", "store", stores.Redact(path), "keyset", ks.ID, "version", ks.Version)
@@ -270,7 +271,7 @@ func Upgrade(ctx context.Context, path string, o *Options) (Result, error) {
 }
 
 // DefaultKEK is the KEK an editor of the keyset at location trusts: o.KEK,
-// or for a keyset file keyring.DefaultFileKEK; "" for a store without one.
+// or for a keyset file keyset.DefaultFileKEK; "" for a store without one.
 func DefaultKEK(location string, o *Options) string {
 	if o != nil && o.KEK != "" {
 		return o.KEK
@@ -278,5 +279,5 @@ func DefaultKEK(location string, o *Options) string {
 	if stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
 		return ""
 	}
-	return keyring.DefaultFileKEK
+	return keyset.DefaultFileKEK
 }

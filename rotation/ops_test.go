@@ -14,6 +14,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 var (
@@ -44,9 +45,9 @@ func setup(t *testing.T) (string, *clock, *Options) {
 	return path, clk, o
 }
 
-func read(t *testing.T, path string) *keyring.Keyset {
+func read(t *testing.T, path string) *keyset.Keyset {
 	t.Helper()
-	ks, err := keyring.ReadKeysetFile(path)
+	ks, err := keyset.ReadFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestStaleEditConflicts(t *testing.T) {
 	}
 	stale := ks.Clone()
 	stale.Version = 2
-	if err := keyring.WriteKeysetFile(path, stale); !errors.Is(err, keyring.ErrConflict) {
+	if err := keyset.WriteFile(ctx, path, stale); !errors.Is(err, keyset.ErrConflict) {
 		t.Fatalf("stale edit: %v, want ErrConflict", err)
 	}
 	if len(read(t, path).Keys) != 2 {

@@ -3,6 +3,7 @@ package rotation
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 // The tests below run rotations in separate processes: this test binary,
@@ -38,7 +40,7 @@ func helper(spec string) int {
 	for i := 0; n < 0 || i < n; i++ {
 		res, err := Rotate(ctx, path, RotateOptions{}, &Options{KEK: "local:kek", Logger: discard})
 		switch {
-		case errors.Is(err, keyring.ErrConflict):
+		case errors.Is(err, keyset.ErrConflict):
 			fmt.Fprintln(out, "conflict")
 		case err != nil:
 			fmt.Fprintln(out, "error", err)
@@ -151,7 +153,7 @@ func TestKillDuringRotation(t *testing.T) {
 		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		ks, err := keyring.ReadKeysetFile(path)
+		ks, err := keyset.ReadFile(context.Background(), path)
 		if err != nil {
 			t.Fatalf("kill %d: keyset does not parse: %v", i, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 // SafeToRetire returns the moment from which key id can be retired
@@ -18,13 +19,13 @@ import (
 // one: a later activation, or the same one and listed later. A key with
 // no successor yet cannot be retired safely at any known time, and ok is
 // false.
-func SafeToRetire(ks *keyring.Keyset, id uint32) (at time.Time, ok bool) {
-	pos := slices.IndexFunc(ks.Keys, func(k keyring.StoredKey) bool { return k.ID == id })
+func SafeToRetire(ks *keyset.Keyset, id uint32) (at time.Time, ok bool) {
+	pos := slices.IndexFunc(ks.Keys, func(k keyset.StoredKey) bool { return k.ID == id })
 	if pos < 0 {
 		return time.Time{}, false
 	}
 	k := &ks.Keys[pos]
-	var succ *keyring.StoredKey
+	var succ *keyset.StoredKey
 	for i := range ks.Keys {
 		s := &ks.Keys[i]
 		wins := s.Activation.After(k.Activation) || s.Activation.Equal(k.Activation) && i > pos
@@ -47,7 +48,7 @@ func SafeToRetire(ks *keyring.Keyset, id uint32) (at time.Time, ok bool) {
 // the last key able to seal, force or not.
 func Retire(ctx context.Context, path string, id uint32, force bool, o *Options) (Result, error) {
 	now := o.now()
-	return editKey(ctx, path, id, o, func(ks *keyring.Keyset, k *keyring.StoredKey) (Result, error) {
+	return editKey(ctx, path, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
 		var res Result
 		at, ok := SafeToRetire(ks, id)
 		switch {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -33,7 +35,7 @@ func (r *racy) Write(ctx context.Context, data []byte, rev string) (string, erro
 func TestEditRetries(t *testing.T) {
 	path, clk, o := setup(t)
 	// A keyset in a store names its local KEK by an absolute path.
-	abs := "local:" + keyring.KeysetDir(path) + "/kek"
+	abs := "local:" + filepath.Join(filepath.Dir(path), "kek")
 	if _, err := Rewrap(ctx, path, abs, o); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func TestEditRetries(t *testing.T) {
 	}
 	r.raced = 0
 	before := len(read(t, path).Keys)
-	if _, err := Rotate(ctx, loc, RotateOptions{}, &ro); !errors.Is(err, keyring.ErrConflict) {
+	if _, err := Rotate(ctx, loc, RotateOptions{}, &ro); !errors.Is(err, keyset.ErrConflict) {
 		t.Fatalf("rotate after a lost race: %v, want ErrConflict", err)
 	}
 	// The rival's rotation went in; the one that lost did not.

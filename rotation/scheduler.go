@@ -7,6 +7,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -40,14 +41,14 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	var tr TickResult
 	res, err := rotate(ctx, s.Path, RotateOptions{}, &s.Options, due)
 	switch {
-	case errors.Is(err, errNotDue), errors.Is(err, keyring.ErrConflict):
+	case errors.Is(err, errNotDue), errors.Is(err, keyset.ErrConflict):
 	case err != nil:
 		return tr, err
 	default:
 		tr.Rotated = res.Key
 	}
 	now := s.Options.now()
-	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		var retired []uint32
 		for i := range ks.Keys {
 			k := &ks.Keys[i]
@@ -63,7 +64,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		return Result{}, usable(ks, now)
 	})
 	switch {
-	case errors.Is(err, errNotDue), errors.Is(err, keyring.ErrConflict):
+	case errors.Is(err, errNotDue), errors.Is(err, keyset.ErrConflict):
 		tr.Retired = nil // the next tick looks again
 	case err != nil:
 		return tr, err
@@ -75,14 +76,14 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	if tr.Rotated != 0 || tr.Retired != nil {
 		return tr, nil // those edits refreshed the keyset
 	}
-	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyring.Keyset, _ backends.KEK) (Result, error) {
+	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		if !refreshDue(ks, now) {
 			return Result{}, errNotDue
 		}
 		return Result{}, nil
 	})
 	switch {
-	case errors.Is(err, errNotDue), errors.Is(err, keyring.ErrConflict):
+	case errors.Is(err, errNotDue), errors.Is(err, keyset.ErrConflict):
 	case err != nil:
 		return tr, err
 	default:
@@ -95,13 +96,13 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 // refreshDue reports whether less than half of the keyset's freshness
 // window is left: a scheduler that misses a few ticks still refreshes in
 // time.
-func refreshDue(ks *keyring.Keyset, now time.Time) bool {
+func refreshDue(ks *keyset.Keyset, now time.Time) bool {
 	return ks.Policy.Freshness != 0 && !now.Before(ks.Expires.Add(-ks.Policy.Freshness/2))
 }
 
 // due reports whether the newest key was created a rotation interval or
 // more ago. An interval of 0 turns scheduled rotation off.
-func due(ks *keyring.Keyset, now time.Time) bool {
+func due(ks *keyset.Keyset, now time.Time) bool {
 	if ks.Policy.RotationInterval == 0 {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 // TestSchedulerRefreshes: a scheduler that ticks keeps the keyset inside
@@ -45,7 +46,7 @@ func TestSchedulerRefreshes(t *testing.T) {
 
 // writeWith authenticates ks at the next version under the test KEK and
 // writes it, as an editor would.
-func writeWith(t *testing.T, path string, ks *keyring.Keyset, o *Options) {
+func writeWith(t *testing.T, path string, ks *keyset.Keyset, o *Options) {
 	t.Helper()
 	kek, err := openKEK(ctx, o.KEK, path, o)
 	if err != nil {
@@ -61,7 +62,7 @@ func writeWith(t *testing.T, path string, ks *keyring.Keyset, o *Options) {
 	if cur.Version != prev {
 		t.Fatalf("file at version %d, edit from %d", cur.Version, prev)
 	}
-	if err := keyring.WriteKeysetFile(path, ks); err != nil {
+	if err := keyset.WriteFile(ctx, path, ks); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,7 +76,7 @@ func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	v1, _ := os.ReadFile(path)
 	Rotate(ctx, path, RotateOptions{}, o)
 	Rotate(ctx, path, RotateOptions{}, o)
-	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{KEK: o.KEK, Now: clk.now}, Logger: slog.New(slog.DiscardHandler)}
+	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: o.KEK, Now: clk.now}, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := l.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	so.Loader = l
 	clk.advance(keyring.DefaultPolicy().RotationInterval)
 	s := &Scheduler{Path: path, Options: so}
-	if _, err := s.Tick(ctx); !errors.Is(err, keyring.ErrRollback) {
+	if _, err := s.Tick(ctx); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("tick on a rolled-back keyset: %v", err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != string(v1) {
@@ -94,7 +95,7 @@ func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	// An editor with a configured floor refuses it too.
 	fo := *o
 	fo.MinVersion = 3
-	if _, err := Rotate(ctx, path, RotateOptions{}, &fo); !errors.Is(err, keyring.ErrRollback) {
+	if _, err := Rotate(ctx, path, RotateOptions{}, &fo); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("rotate below MinVersion: %v", err)
 	}
 }

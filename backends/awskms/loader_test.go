@@ -16,6 +16,7 @@ import (
 	"github.com/stateseal/stateseal/backends/awskms"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
 )
@@ -69,7 +70,7 @@ func TestKMSCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tr.calls.Store(0)
-	l := &keyring.Loader{Path: f.path, Options: keyring.LoadOptions{Backends: f.reg}, Logger: slog.New(slog.DiscardHandler)}
+	l := &keyset.Loader{Path: f.path, Options: keyset.LoadOptions{Backends: f.reg}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestConcurrentLoadsShareCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if _, _, err := keyring.LoadFile(context.Background(), f.path, &keyring.LoadOptions{Backends: f.reg}); err != nil {
+			if _, _, err := keyset.Load(context.Background(), f.path, &keyset.LoadOptions{Backends: f.reg}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -139,9 +140,9 @@ func TestConcurrentLoadsShareCalls(t *testing.T) {
 func TestKMSUnreachable(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	ks, _ := keyring.ReadKeysetFile(f.path)
+	ks, _ := keyset.ReadFile(context.Background(), f.path)
 	f.tr.down.Store(true)
-	_, _, err := keyring.LoadFile(ctx, f.path, &keyring.LoadOptions{Backends: f.reg})
+	_, _, err := keyset.Load(ctx, f.path, &keyset.LoadOptions{Backends: f.reg})
 	if err == nil || !strings.Contains(err.Error(), backends.Redact(ks.KEK)) || !errors.Is(err, errPartition) {
 		t.Fatalf("load with the KMS unreachable: %v", err)
 	}
@@ -149,7 +150,7 @@ func TestKMSUnreachable(t *testing.T) {
 
 	var mu sync.Mutex
 	var reports []error
-	l := &keyring.Loader{Path: f.path, Options: keyring.LoadOptions{Backends: f.reg}, Logger: slog.New(slog.DiscardHandler),
+	l := &keyset.Loader{Path: f.path, Options: keyset.LoadOptions{Backends: f.reg}, Logger: slog.New(slog.DiscardHandler),
 		OnError: func(err error) { mu.Lock(); reports = append(reports, err); mu.Unlock() }}
 	ring, err := l.Load(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 )
 
@@ -26,7 +27,7 @@ func TestReloadsKeepGoroutinesFlat(t *testing.T) {
 	if _, err := rotation.Init(ctx, path, url, keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		t.Fatal(err)
 	}
-	l := &keyring.Loader{Path: path, Options: keyring.LoadOptions{KEK: url}, Logger: slog.New(slog.DiscardHandler)}
+	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: url}, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := l.Load(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -78,7 +79,7 @@ func newList(p *paths) *cobra.Command {
 	return cmd
 }
 
-func describe(ks *keyring.Keyset, now time.Time) listOutput {
+func describe(ks *keyset.Keyset, now time.Time) listOutput {
 	out := listOutput{Keyset: ks.ID, Version: ks.Version, KEK: backends.Redact(ks.KEK), Policy: policyJS{
 		PropagationDelay: ks.Policy.PropagationDelay.String(), MaxTTL: ks.Policy.MaxTTL.String(),
 		Skew: ks.Policy.Skew.String(), RotationInterval: ks.Policy.RotationInterval.String(),
@@ -114,10 +115,10 @@ func newVerify(p *paths) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := keyring.CheckKeyset(ks, path, p.loadOptions()); err != nil {
+			if err := keyset.Check(ks, path, p.loadOptions()); err != nil {
 				return p.inFile(err)
 			}
-			kek, err := keyring.OpenKEK(cmd.Context(), ks, path, p.loadOptions())
+			kek, err := keyset.OpenKEK(cmd.Context(), ks, path, p.loadOptions())
 			if err != nil {
 				return p.inFile(err)
 			}
@@ -143,7 +144,7 @@ func newVerify(p *paths) *cobra.Command {
 				clear(k.Material)
 				fmt.Fprintf(w, "key %s  %-4s  %-12s  ok\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State)
 			}
-			if _, _, err := keyring.LoadFile(cmd.Context(), path, p.loadOptions()); err != nil && failed == 0 {
+			if _, _, err := keyset.Load(cmd.Context(), path, p.loadOptions()); err != nil && failed == 0 {
 				return p.inFile(err)
 			}
 			if failed > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +39,7 @@ func keyIDs(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) > 0 {
 		path = args[0]
 	}
-	ks, err := keyring.ReadKeysetFile(ts.MkAbs(path))
+	ks, err := keyset.ReadFile(context.Background(), ts.MkAbs(path))
 	ts.Check(err)
 	for i, k := range ks.Keys {
 		ts.Setenv(fmt.Sprintf("K%d", i), keyring.FormatID(k.ID))

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stateseal/stateseal/internal/keysetjson"
-	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -70,8 +70,8 @@ func (p *paths) options() *rotation.Options {
 	return &rotation.Options{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer, Logger: quiet}
 }
 
-func (p *paths) loadOptions() *keyring.LoadOptions {
-	return &keyring.LoadOptions{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer}
+func (p *paths) loadOptions() *keyset.LoadOptions {
+	return &keyset.LoadOptions{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer}
 }
 
 // edit runs an edit after checking the keyset against the operator's
@@ -107,12 +107,12 @@ func (p *paths) inFile(err error) error {
 }
 
 // readKeyset reads the keyset without unwrapping anything.
-func (p *paths) readKeyset(ctx context.Context) (*keyring.Keyset, error) {
-	s, err := keyring.OpenStore(ctx, p.keysetPath(), p.loadOptions())
+func (p *paths) readKeyset(ctx context.Context) (*keyset.Keyset, error) {
+	s, err := keyset.OpenStore(ctx, p.keysetPath(), p.loadOptions())
 	if err != nil {
 		return nil, err
 	}
-	ks, _, err := keyring.ReadKeyset(ctx, s)
+	ks, _, err := keyset.Read(ctx, s)
 	return ks, p.inFile(err)
 }
 
@@ -120,16 +120,16 @@ func (p *paths) readKeyset(ctx context.Context) (*keyring.Keyset, error) {
 // pinned id, minimum version, freshness, authentication), then against
 // the operator's record, so that a rollback or a fork is reported only for
 // a keyset that authenticates.
-func (p *paths) verified(ctx context.Context) (*keyring.Keyset, error) {
+func (p *paths) verified(ctx context.Context) (*keyset.Keyset, error) {
 	ks, err := p.readKeyset(ctx)
 	if err != nil {
 		return nil, err
 	}
 	path, lo := p.keysetPath(), p.loadOptions()
-	if err := keyring.CheckKeyset(ks, path, lo); err != nil && !errors.Is(err, keyring.ErrStale) {
+	if err := keyset.Check(ks, path, lo); err != nil && !errors.Is(err, keyset.ErrStale) {
 		return nil, p.inFile(err) // a stale keyset is for the command to refuse or refresh
 	}
-	kek, err := keyring.OpenKEK(ctx, ks, path, lo)
+	kek, err := keyset.OpenKEK(ctx, ks, path, lo)
 	if err != nil {
 		return nil, p.inFile(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/seal"
 )
 
@@ -50,7 +51,7 @@ func (b *bindingFlags) binding() (seal.Binding, error) {
 }
 
 func (p *paths) sealer(cmd *cobra.Command) (*seal.Sealer, error) {
-	snap, _, err := keyring.LoadFile(cmd.Context(), p.keysetPath(), p.loadOptions())
+	snap, _, err := keyset.Load(cmd.Context(), p.keysetPath(), p.loadOptions())
 	if err != nil {
 		return nil, p.inFile(err)
 	}

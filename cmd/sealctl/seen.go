@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 // The operator's record of the keysets sealctl has seen, like ssh's
@@ -46,7 +46,7 @@ func readSeen() seenRecord {
 	return r
 }
 
-func digest(ks *keyring.Keyset) string {
+func digest(ks *keyset.Keyset) string {
 	b, err := ks.Marshal()
 	if err != nil {
 		return ""
@@ -59,23 +59,23 @@ var errSeen = errors.New("not the keyset this operator saw last")
 
 // checkSeen refuses a keyset below the version recorded for its id, or a
 // different document at that version.
-func checkSeen(ks *keyring.Keyset) error {
+func checkSeen(ks *keyset.Keyset) error {
 	v, ok := readSeen()[ks.ID]
 	switch {
 	case !ok:
 	case ks.Version < v.Version:
 		return fmt.Errorf("%w: keyset %s is at version %d, but version %d was seen (%s): the store was rolled back; restore the newest copy, or remove the record if this is deliberate",
-			keyring.ErrRollback, ks.ID, ks.Version, v.Version, seenPath())
+			keyset.ErrRollback, ks.ID, ks.Version, v.Version, seenPath())
 	case ks.Version == v.Version && digest(ks) != v.Digest:
 		return fmt.Errorf("%w: keyset %s version %d is not the document seen at that version (%s): two writers forked it; find the lost write, then write the keyset that should win at a higher version",
-			keyring.ErrFork, ks.ID, ks.Version, seenPath())
+			keyset.ErrFork, ks.ID, ks.Version, seenPath())
 	}
 	return nil
 }
 
 // recordSeen raises the record to ks if it is newer. Failing to write the
 // record is not an error of the command: it only weakens the next check.
-func recordSeen(ks *keyring.Keyset) {
+func recordSeen(ks *keyset.Keyset) {
 	path := seenPath()
 	if path == "" {
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
 )
@@ -122,7 +123,7 @@ func TestFleetFaults(t *testing.T) {
 		// Rotate a copy of the keyset while the KMS is up, then stop the
 		// KMS and put the rotated keyset in the store: every instance must
 		// unwrap the new key, and cannot.
-		s, _ := keyring.OpenStore(ctx, f.keyset, nil)
+		s, _ := keyset.OpenStore(ctx, f.keyset, nil)
 		data, rev, _ := s.Read(ctx)
 		copyPath := filepath.Join(t.TempDir(), "keyset.json")
 		os.WriteFile(copyPath, data, 0o600)
@@ -186,7 +187,7 @@ func TestFleetFaults(t *testing.T) {
 	})
 
 	t.Run("KeysetCorrupted", func(t *testing.T) {
-		s, _ := keyring.OpenStore(ctx, f.keyset, nil)
+		s, _ := keyset.OpenStore(ctx, f.keyset, nil)
 		good, rev, _ := s.Read(ctx)
 		before := f.reports()
 		rev2, err := s.Write(ctx, []byte(`{"format": "stateseal-keyset-v2", "broken`), rev)

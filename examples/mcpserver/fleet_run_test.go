@@ -15,6 +15,7 @@ import (
 
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
 )
@@ -265,13 +266,13 @@ func TestFleet(t *testing.T) {
 	}
 }
 
-func readKeyset(t *testing.T, f *fleet) *keyring.Keyset {
+func readKeyset(t *testing.T, f *fleet) *keyset.Keyset {
 	t.Helper()
-	s, err := keyring.OpenStore(context.Background(), f.keyset, nil)
+	s, err := keyset.OpenStore(context.Background(), f.keyset, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, _, err := keyring.ReadKeyset(context.Background(), s)
+	ks, _, err := keyset.Read(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/seal"
 
@@ -93,7 +94,7 @@ func loadRing(ctx context.Context, c config) (*keyring.Ring, error) {
 		log.Printf("no -keyset: sealing with an in-memory key")
 		return keyring.Generate(keyring.AEAD)
 	}
-	l := &keyring.Loader{Path: c.keyset, Options: keyring.LoadOptions{KEK: c.kek, Now: c.now}}
+	l := &keyset.Loader{Path: c.keyset, Options: keyset.LoadOptions{KEK: c.kek, Now: c.now}}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/stores/redis"
 //
-//	l := &keyring.Loader{Path: "redis://redis.internal:6379/0?key=stateseal:keyset"}
+//	l := &keyset.Loader{Path: "redis://redis.internal:6379/0?key=stateseal:keyset"}
 //
 // The URL is redis://[USER:PASSWORD@]HOST:PORT/DB?key=NAME (rediss:// for
 // TLS). Without credentials in the URL, REDIS_USERNAME and REDIS_PASSWORD

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
 )
@@ -80,7 +81,7 @@ func (e *env) testTwoProcesses(ctx context.Context, t *testing.T) {
 			committed[v], last = id, v
 		}
 	}
-	ks, _, err := keyring.ReadKeyset(ctx, open(ctx, t, loc))
+	ks, _, err := keyset.Read(ctx, open(ctx, t, loc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +105,10 @@ const fastPoll = 50 * time.Millisecond
 
 // loader starts a Loader following loc, polling every poll, reporting
 // errors to a counter.
-func (e *env) loader(ctx context.Context, t *testing.T, loc string, now time.Time, poll time.Duration) (*keyring.Loader, *keyring.Ring, *atomic.Int32) {
+func (e *env) loader(ctx context.Context, t *testing.T, loc string, now time.Time, poll time.Duration) (*keyset.Loader, *keyring.Ring, *atomic.Int32) {
 	var reports atomic.Int32
-	l := &keyring.Loader{Path: loc, Logger: quiet, OnError: func(error) { reports.Add(1) },
-		Options: keyring.LoadOptions{KEK: e.kek, Now: func() time.Time { return now }}}
+	l := &keyset.Loader{Path: loc, Logger: quiet, OnError: func(error) { reports.Add(1) },
+		Options: keyset.LoadOptions{KEK: e.kek, Now: func() time.Time { return now }}}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func (e *env) testDown(ctx context.Context, t *testing.T) {
 	// names the store.
 	c, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, _, err := keyring.LoadFile(c, loc, nil)
+	_, _, err := keyset.Load(c, loc, nil)
 	if err == nil || !strings.Contains(err.Error(), backends.Redact(loc)) {
 		t.Errorf("a load with the store down: %v, want an error naming %s", err, backends.Redact(loc))
 	}
@@ -217,7 +218,7 @@ func (e *env) testTamper(ctx context.Context, t *testing.T) {
 	if ring.Current() != good {
 		t.Fatal("the loader installed a keyset edited without the KEK")
 	}
-	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, e.o); !errors.Is(err, keyring.ErrUnauthenticated) {
+	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, e.o); !errors.Is(err, keyset.ErrUnauthenticated) {
 		t.Fatalf("rotating an edited keyset: %v, want ErrUnauthenticated", err)
 	}
 }
@@ -270,7 +271,7 @@ func (e *env) testSchedulers(ctx context.Context, t *testing.T) {
 			rotated++
 		}
 	}
-	ks, _, err := keyring.ReadKeyset(ctx, open(ctx, t, loc))
+	ks, _, err := keyset.Read(ctx, open(ctx, t, loc))
 	if err != nil {
 		t.Fatal(err)
 	}

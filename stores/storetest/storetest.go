@@ -21,6 +21,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -177,7 +178,7 @@ func helper(spec string) int {
 		for range s.N {
 			res, err := rotation.Rotate(ctx, s.Location, rotation.RotateOptions{}, o)
 			switch {
-			case errors.Is(err, keyring.ErrConflict):
+			case errors.Is(err, keyset.ErrConflict):
 				fmt.Println("conflict")
 			case err != nil:
 				fmt.Println("error", strings.ReplaceAll(err.Error(), "\n", " "))

@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/stores/vaultkv"
 //
-//	l := &keyring.Loader{Path: "vault-kv://secret/stateseal/keyset"}
+//	l := &keyset.Loader{Path: "vault-kv://secret/stateseal/keyset"}
 //
 // The URL is vault-kv://MOUNT/PATH: the KV v2 mount and the secret's path.
 // The keyset document is the secret's one field, "keyset". Its revision is

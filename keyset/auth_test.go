@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
 )
 
 // TestMetadataTamperRefused edits the keyset file the way someone who can
@@ -17,10 +18,10 @@ import (
 // loader keeps its last good keys.
 func TestMetadataTamperRefused(t *testing.T) {
 	path, ks, kek := newKeysetFile(t, 3)
-	// Key 0 is the primary, key 1 retired, key 2 pending until t0+2h.
+	// keyring.Key 0 is the primary, key 1 retired, key 2 pending until t0+2h.
 	next := ks.Clone()
 	next.Version = 2
-	next.Keys[1].State = Retired
+	next.Keys[1].State = keyring.Retired
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
 	}
@@ -58,18 +59,18 @@ func TestMetadataTamperRefused(t *testing.T) {
 		if bad == string(doc) {
 			t.Fatalf("%s: edit did nothing", name)
 		}
-		if _, err := ParseKeyset([]byte(bad)); err != nil {
+		if _, err := Parse([]byte(bad)); err != nil {
 			if name == "keys swapped" || name == "KEK pointed elsewhere" {
 				continue // refused even earlier is fine
 			}
 			t.Fatalf("%s: the edit does not even parse, so it tests nothing: %v", name, err)
 		}
 		os.WriteFile(path, []byte(bad), 0o600)
-		_, _, err := LoadFile(ctx, path, &LoadOptions{KEK: "local:kek"})
+		_, _, err := Load(ctx, path, &LoadOptions{KEK: "local:kek"})
 		if name == "KEK pointed elsewhere" && !errors.Is(err, ErrUntrustedKEK) {
-			t.Errorf("%s: LoadFile = %v, want ErrUntrustedKEK", name, err)
+			t.Errorf("%s: Load = %v, want ErrUntrustedKEK", name, err)
 		} else if name != "KEK pointed elsewhere" && !errors.Is(err, ErrUnauthenticated) && !errors.Is(err, backends.ErrUnwrap) {
-			t.Errorf("%s: LoadFile = %v, want ErrUnauthenticated", name, err)
+			t.Errorf("%s: Load = %v, want ErrUnauthenticated", name, err)
 		}
 		if err := l.Reload(ctx); err == nil || ring.Current() != good {
 			t.Errorf("%s: a running loader installed it (%v)", name, err)

@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stateseal/stateseal/keyring"
 )
 
 func TestReloadKeepsLastGood(t *testing.T) {
@@ -32,7 +34,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	// A second key arrives: Reload installs it.
 	next := ks.Clone()
 	next.Version = 2
-	sk, _ := next.Wrap(ctx, kek, key(t, MAC, t0, next.IDs()...))
+	sk, _ := next.Wrap(ctx, kek, key(t, keyring.MAC, t0, next.ids()...))
 	next.Keys = append(next.Keys, sk)
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
@@ -88,7 +90,7 @@ func TestReloadNoUsablePrimary(t *testing.T) {
 	good := ring.Current()
 	next := ks.Clone()
 	next.Version = 2
-	sk, _ := next.Wrap(ctx, kek, key(t, AEAD, t0.Add(time.Hour), next.IDs()...))
+	sk, _ := next.Wrap(ctx, kek, key(t, keyring.AEAD, t0.Add(time.Hour), next.ids()...))
 	next.Keys = []StoredKey{sk}
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
@@ -157,7 +159,7 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 }
 
 // waitVersion waits up to 5 s for a polling Loader to install version v.
-func waitVersion(t *testing.T, ring *Ring, v uint64) {
+func waitVersion(t *testing.T, ring *keyring.Ring, v uint64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for ring.Current().Version() != v {

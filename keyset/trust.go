@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"errors"
@@ -15,22 +15,22 @@ import (
 var (
 	// ErrUntrustedKEK reports a keyset naming a KEK that the loader's
 	// configuration does not name.
-	ErrUntrustedKEK = errors.New("keyring: the keyset names a KEK this instance does not trust")
+	ErrUntrustedKEK = errors.New("keyset: the keyset names a KEK this instance does not trust")
 	// ErrOtherKeyset reports a keyset whose id is not the pinned one.
-	ErrOtherKeyset = errors.New("keyring: the store holds another keyset than the pinned one")
+	ErrOtherKeyset = errors.New("keyset: the store holds another keyset than the pinned one")
 	// ErrRollback reports a keyset version below one this instance has
 	// seen (or below LoadOptions.MinVersion): an older copy may hold keys
 	// retired since.
-	ErrRollback = errors.New("keyring: the keyset went back to an older version")
+	ErrRollback = errors.New("keyset: the keyset went back to an older version")
 	// ErrFork reports two different keysets with the same id and version:
 	// two writes that both believed they followed the same version (a
 	// failover that lost a write, a restore followed by an edit). Instances
 	// that loaded one refuse the other's states once new keys activate.
-	ErrFork = errors.New("keyring: two different keysets have the same id and version")
+	ErrFork = errors.New("keyset: two different keysets have the same id and version")
 	// ErrStale reports a keyset whose freshness window has passed: nothing
 	// rewrote it in time, or the store was rolled back further than the
 	// window allows.
-	ErrStale = errors.New("keyring: the keyset has expired; refresh it")
+	ErrStale = errors.New("keyset: the keyset has expired; refresh it")
 )
 
 // DefaultFileKEK is the KEK a loader trusts for a keyset file when its
@@ -53,7 +53,7 @@ func trustedKEKs(location string, o *LoadOptions) ([]string, error) {
 		return urls, nil
 	}
 	if stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
-		return nil, errors.New("keyring: a keyset in a store needs the KEK it is trusted under in the configuration (LoadOptions.KEK, sealctl --kek or $STATESEAL_KEK): the store is not trusted to name it")
+		return nil, errors.New("keyset: a keyset in a store needs the KEK it is trusted under in the configuration (LoadOptions.KEK, sealctl --kek or $STATESEAL_KEK): the store is not trusted to name it")
 	}
 	return []string{DefaultFileKEK}, nil
 }
@@ -64,7 +64,7 @@ func matchKEK(ks *Keyset, trusted []string) (string, error) {
 	for _, u := range trusted {
 		id, err := kekIdentity(u)
 		if err != nil {
-			return "", fmt.Errorf("keyring: configured KEK: %w", err)
+			return "", fmt.Errorf("keyset: configured KEK: %w", err)
 		}
 		if id == ks.KEK {
 			return u, nil
@@ -99,13 +99,13 @@ func kekIdentity(raw string) (string, error) {
 	return u.String(), nil
 }
 
-// CheckKeyset reports whether a loader configured with o would consider
+// Check reports whether a loader configured with o would consider
 // ks for location, deciding without any KMS call: ks must name a KEK that
 // o trusts, have the pinned id if o pins one, a version of at least
 // o.MinVersion, and, if it has a freshness window, not be expired. It does
 // not check the authentication: Verify does, under the KEK that OpenKEK
 // opens. Editors (package rotation, sealctl) call it before they edit.
-func CheckKeyset(ks *Keyset, location string, o *LoadOptions) error {
+func Check(ks *Keyset, location string, o *LoadOptions) error {
 	trusted, err := trustedKEKs(location, o)
 	if err != nil {
 		return err
@@ -120,11 +120,11 @@ func CheckKeyset(ks *Keyset, location string, o *LoadOptions) error {
 	return l.admit(ks)
 }
 
-// CheckKeyset is the package's CheckKeyset with this loader's floors too:
+// Check is the package's Check with this loader's floors too:
 // a keyset older than one it installed, or not the keyset it pinned, is
 // refused. A scheduler running beside a loader uses it, so that it never
 // writes a rolled-back keyset back at a new version.
-func (l *Loader) CheckKeyset(ks *Keyset) error {
+func (l *Loader) Check(ks *Keyset) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	trusted, err := trustedKEKs(l.Path, &l.Options)

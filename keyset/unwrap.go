@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"bytes"
@@ -12,14 +12,15 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/keyring"
 )
 
 // load parses, checks, authenticates and unwraps the keyset in data. Every
 // check that needs no key comes first, so a keyset this instance does not
 // trust (another KEK, another id, an older version, expired) costs no KMS
 // call: the store cannot make the instance talk to a KMS of its choosing.
-func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, error) {
-	ks, err := ParseKeyset(data)
+func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Keyset, error) {
+	ks, err := Parse(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
@@ -36,7 +37,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 	}
 	kek, err := l.kek(ctx, kekURL)
 	if err != nil {
-		return nil, nil, transient(fmt.Errorf("keyring: keyset %s: %w", ks.ID, err))
+		return nil, nil, transient(fmt.Errorf("keyset: keyset %s: %w", ks.ID, err))
 	}
 	// The authentication key is cached like the data keys, under the id 0
 	// no key has: an unchanged keyset costs no KMS call to reload.
@@ -57,9 +58,9 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 	if v, ok := l.seen[ks.ID]; ok && v.version == ks.Version && v.digest != sha256.Sum256(data) {
 		return nil, nil, fmt.Errorf("%w: keyset %s version %d in %s is not the one this instance loaded; find which write was lost, then write the keyset that should win at a higher version (docs/ROTATION.md)", ErrFork, ks.ID, ks.Version, l.name())
 	}
-	var keys []Key
+	var keys []keyring.Key
 	for _, sk := range ks.Keys {
-		if sk.State == Retired {
+		if sk.State == keyring.Retired {
 			continue
 		}
 		ck := cacheKey{ks.ID, kekURL, sk.ID, string(sk.Wrapped)}
@@ -74,18 +75,17 @@ func (l *Loader) load(ctx context.Context, data []byte) (*Snapshot, *Keyset, err
 			}
 		}
 		next[ck] = m
-		keys = append(keys, Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State,
+		keys = append(keys, keyring.Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State,
 			Created: sk.Created, Activation: sk.Activation, Material: bytes.Clone(m)})
 	}
-	snap, err := NewSnapshot(keys)
+	snap, err := keyring.NewSnapshot(keys)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
 	}
 	if _, err := snap.Primary(l.Options.now()); err != nil {
-		return nil, nil, fmt.Errorf("keyring: keyset %s in %s has no usable primary: %w", ks.ID, l.name(), err)
+		return nil, nil, fmt.Errorf("keyset: keyset %s in %s has no usable primary: %w", ks.ID, l.name(), err)
 	}
-	p := ks.Policy
-	snap.policy, snap.version = &p, ks.Version
+	snap = snap.WithPolicy(ks.Policy, ks.Version)
 	l.cache = next
 	return snap, ks, nil
 }
@@ -116,7 +116,7 @@ func (l *Loader) admit(ks *Keyset) error {
 }
 
 // unwraps lets concurrent loads of one keyset (several Loaders in one
-// process, or LoadFile calls racing at start) share each KMS call.
+// process, or Load calls racing at start) share each KMS call.
 var unwraps singleflight.Group
 
 func unwrapShared(ctx context.Context, ck cacheKey, unwrap func() ([]byte, error)) ([]byte, error) {

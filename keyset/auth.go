@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/keyring"
 )
 
 // ErrUnauthenticated reports a keyset whose metadata does not authenticate
 // under its KEK: it was changed by something that does not hold the KEK
 // (an edit by hand, a tampered file or store entry), or its KEK is not the
 // one that wrote it. Such a keyset does not load and is not edited.
-var ErrUnauthenticated = errors.New("keyring: keyset does not authenticate under its KEK")
+var ErrUnauthenticated = errors.New("keyset: keyset does not authenticate under its KEK")
 
 // An Auth authenticates a keyset's metadata: Tag is HMAC-SHA256 over the
 // whole keyset (ids, version, KEK URL, policy, every key's algorithm,
@@ -43,7 +44,7 @@ func (ks *Keyset) Authenticate(ctx context.Context, kek backends.KEK) error {
 	defer clear(key)
 	w, err := kek.Wrap(ctx, key, authAD(keysetjson.Format, ks.ID))
 	if err != nil {
-		return fmt.Errorf("keyring: keyset %s: wrapping the authentication key: %w", ks.ID, err)
+		return fmt.Errorf("keyset: keyset %s: wrapping the authentication key: %w", ks.ID, err)
 	}
 	ks.Auth = Auth{Wrapped: w}
 	ks.Auth.Tag = ks.tag(keysetjson.Format, key)
@@ -73,7 +74,7 @@ func (ks *Keyset) unwrapAuth(ctx context.Context, format string, kek backends.KE
 	}
 	if err != nil {
 		// The KMS did not answer: nothing is known about the keyset yet.
-		return nil, fmt.Errorf("keyring: keyset %s: unwrapping the authentication key: %w", ks.ID, err)
+		return nil, fmt.Errorf("keyset: keyset %s: unwrapping the authentication key: %w", ks.ID, err)
 	}
 	return key, nil
 }
@@ -134,7 +135,7 @@ func appendField(b, f []byte) []byte {
 func Upgrade(ctx context.Context, data []byte, kek backends.KEK, kekURL string, now time.Time) (*Keyset, error) {
 	d, err := keysetjson.ParseV2(data)
 	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
+		return nil, fmt.Errorf("keyset: %w", err)
 	}
 	d.Format = keysetjson.Format
 	ks, err := fromDoc(d)
@@ -143,7 +144,7 @@ func Upgrade(ctx context.Context, data []byte, kek backends.KEK, kekURL string, 
 	}
 	id, err := kekIdentity(kekURL)
 	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
+		return nil, fmt.Errorf("keyset: %w", err)
 	}
 	if ks.KEK != kekURL && ks.KEK != id {
 		return nil, fmt.Errorf("%w: keyset %s names %s, not %s", ErrUntrustedKEK, ks.ID, backends.Redact(ks.KEK), backends.Redact(kekURL))
@@ -152,7 +153,7 @@ func Upgrade(ctx context.Context, data []byte, kek backends.KEK, kekURL string, 
 		return nil, err
 	}
 	ks.KEK, ks.Version = id, ks.Version+1
-	ks.Policy.Freshness = DefaultPolicy().Freshness
+	ks.Policy.Freshness = keyring.DefaultPolicy().Freshness
 	ks.Refresh(now)
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"context"
@@ -13,57 +13,56 @@ import (
 // read the keyset again and redo the edit. It is stores.ErrConflict.
 var ErrConflict = stores.ErrConflict
 
-// ReadKeyset reads and validates the keyset in s, with the store's
-// revision for a later WriteKeyset. It does not unwrap any key, nor check
+// Read reads and validates the keyset in s, with the store's
+// revision for a later Write. It does not unwrap any key, nor check
 // the keyset's authentication (see Verify).
-func ReadKeyset(ctx context.Context, s stores.Store) (*Keyset, string, error) {
+func Read(ctx context.Context, s stores.Store) (*Keyset, string, error) {
 	data, rev, err := s.Read(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("keyring: %s: %w", s, err)
+		return nil, "", fmt.Errorf("keyset: %s: %w", s, err)
 	}
-	ks, err := ParseKeyset(data)
+	ks, err := Parse(data)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w (in %s)", err, s)
 	}
 	return ks, rev, nil
 }
 
-// WriteKeyset writes ks to s if s still holds revision rev, the one ks was
+// Write writes ks to s if s still holds revision rev, the one ks was
 // edited from ("" for a new keyset, whose version must be 1), and returns
 // the new revision. Otherwise it returns ErrConflict and writes nothing.
 // Call Authenticate first.
-func WriteKeyset(ctx context.Context, s stores.Store, ks *Keyset, rev string) (string, error) {
+func Write(ctx context.Context, s stores.Store, ks *Keyset, rev string) (string, error) {
 	data, err := ks.Marshal()
 	if err != nil {
 		return "", err
 	}
 	if (rev == "") != (ks.Version == 1) {
-		return "", fmt.Errorf("keyring: keyset %s version %d cannot be written as a new keyset, nor version 1 over an old one", ks.ID, ks.Version)
+		return "", fmt.Errorf("keyset: keyset %s version %d cannot be written as a new keyset, nor version 1 over an old one", ks.ID, ks.Version)
 	}
 	rev, err = s.Write(ctx, data, rev)
 	if err != nil {
-		return "", fmt.Errorf("keyring: %s: %w", s, err)
+		return "", fmt.Errorf("keyset: %s: %w", s, err)
 	}
 	return rev, nil
 }
 
-// ReadKeysetFile reads and validates the keyset at path. It does not
+// ReadFile reads and validates the keyset at path. It does not
 // unwrap any key.
-func ReadKeysetFile(path string) (*Keyset, error) {
-	ks, _, err := ReadKeyset(context.Background(), stores.NewFile(path))
+func ReadFile(ctx context.Context, path string) (*Keyset, error) {
+	ks, _, err := Read(ctx, stores.NewFile(path))
 	return ks, err
 }
 
-// WriteKeysetFile writes ks to the file at path if the keyset there is
+// WriteFile writes ks to the file at path if the keyset there is
 // still the one ks was edited from, that is, if its version is
 // ks.Version-1 and its id the same; with ks.Version 1 the file must not
 // exist yet. Otherwise it returns ErrConflict and writes nothing. The file
 // store (stores.File) says how: a lock, an atomic rename, symbolic links
 // followed, mode and owner kept.
-func WriteKeysetFile(path string, ks *Keyset) error {
-	ctx := context.Background()
+func WriteFile(ctx context.Context, path string, ks *Keyset) error {
 	f := stores.NewFile(path)
-	cur, rev, err := ReadKeyset(ctx, f)
+	cur, rev, err := Read(ctx, f)
 	switch {
 	case errors.Is(err, stores.ErrNotFound):
 		if ks.Version != 1 {
@@ -78,12 +77,12 @@ func WriteKeysetFile(path string, ks *Keyset) error {
 	case cur.ID != ks.ID:
 		return fmt.Errorf("%w: %s holds keyset %s, not %s", ErrConflict, path, cur.ID, ks.ID)
 	}
-	_, err = WriteKeyset(ctx, f, ks, rev)
+	_, err = Write(ctx, f, ks, rev)
 	return err
 }
 
-// KeysetDir returns the directory that relative paths in the keyset at path
+// keysetDir returns the directory that relative paths in the keyset at path
 // (a local KEK file) are resolved against: the directory of the file the
 // path finally names, through any symbolic links, as a Kubernetes secret
 // mount presents it.
-func KeysetDir(path string) string { return stores.NewFile(path).Dir() }
+func keysetDir(path string) string { return stores.NewFile(path).Dir() }

@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"bytes"
@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
 )
 
 var ctx = context.Background()
 
-// newKeysetFile writes a keyset with n AEAD keys under a new local KEK in
+// newKeysetFile writes a keyset with n keyring.AEAD keys under a new local KEK in
 // a temporary directory and returns its path.
 func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
 	t.Helper()
@@ -29,19 +30,19 @@ func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
 	}
 	ks := newKeyset(t, kek, n)
 	path := filepath.Join(dir, "keyset.json")
-	if err := WriteKeysetFile(path, ks); err != nil {
+	if err := WriteFile(ctx, path, ks); err != nil {
 		t.Fatal(err)
 	}
 	return path, ks, kek
 }
 
-// newKeyset returns an authenticated keyset of n AEAD keys under kek,
+// newKeyset returns an authenticated keyset of n keyring.AEAD keys under kek,
 // named "local:kek".
 func newKeyset(t *testing.T, kek backends.KEK, n int) *Keyset {
 	t.Helper()
-	ks := &Keyset{ID: NewKeysetID(), Version: 1, KEK: "local:kek", Policy: testPolicy()}
+	ks := &Keyset{ID: NewID(), Version: 1, KEK: "local:kek", Policy: testPolicy()}
 	for i := range n {
-		k := key(t, AEAD, t0.Add(time.Duration(i)*time.Hour), ks.IDs()...)
+		k := key(t, keyring.AEAD, t0.Add(time.Duration(i)*time.Hour), ks.ids()...)
 		sk, err := ks.Wrap(ctx, kek, k)
 		if err != nil {
 			t.Fatal(err)
@@ -70,12 +71,12 @@ func writeAuth(t *testing.T, path string, ks *Keyset, kek backends.KEK) error {
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		t.Fatal(err)
 	}
-	return WriteKeysetFile(path, ks)
+	return WriteFile(ctx, path, ks)
 }
 
 func TestKeysetRoundTrip(t *testing.T) {
 	path, ks, _ := newKeysetFile(t, 3)
-	got, err := ReadKeysetFile(path)
+	got, err := ReadFile(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +128,12 @@ func TestParseKeysetRejects(t *testing.T) {
 		if bad == doc {
 			t.Fatalf("%s: edit did nothing", name)
 		}
-		if _, err := ParseKeyset([]byte(bad)); err == nil {
+		if _, err := Parse([]byte(bad)); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
 	}
 	dup := strings.Replace(doc, idOf(doc, 1), idOf(doc, 0), 1)
-	if _, err := ParseKeyset([]byte(dup)); err == nil || !strings.Contains(err.Error(), "twice") {
+	if _, err := Parse([]byte(dup)); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicate key id: %v", err)
 	}
 }
@@ -166,7 +167,7 @@ func TestWrappedKeyMoved(t *testing.T) {
 		t.Fatalf("wrapped key in another slot: %v, want ErrUnwrap", err)
 	}
 	other := ks.Clone()
-	other.ID = NewKeysetID()
+	other.ID = NewID()
 	if _, err := other.UnwrapKey(ctx, kek, other.Keys[0]); !errors.Is(err, backends.ErrUnwrap) {
 		t.Fatalf("wrapped key in another keyset: %v, want ErrUnwrap", err)
 	}
@@ -180,28 +181,28 @@ func TestWriteCompareAndSwap(t *testing.T) {
 	a, b := ks.Clone(), ks.Clone()
 	a.Version, b.Version = 2, 2
 	a.Policy.Skew = time.Minute
-	if err := WriteKeysetFile(path, a); err != nil {
+	if err := WriteFile(ctx, path, a); err != nil {
 		t.Fatal(err)
 	}
 	b.Policy.Skew = 2 * time.Minute
-	if err := WriteKeysetFile(path, b); !errors.Is(err, ErrConflict) {
+	if err := WriteFile(ctx, path, b); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second writer from version 1: %v, want ErrConflict", err)
 	}
-	got, _ := ReadKeysetFile(path)
+	got, _ := ReadFile(ctx, path)
 	if got.Version != 2 || got.Policy.Skew != time.Minute {
 		t.Fatalf("loser overwrote the winner: version %d, skew %v", got.Version, got.Policy.Skew)
 	}
 	fresh := ks.Clone()
 	fresh.Version = 1
-	if err := WriteKeysetFile(path, fresh); !errors.Is(err, ErrConflict) {
+	if err := WriteFile(ctx, path, fresh); !errors.Is(err, ErrConflict) {
 		t.Fatalf("creating over an existing keyset: %v, want ErrConflict", err)
 	}
-	if err := WriteKeysetFile(filepath.Join(filepath.Dir(path), "new.json"), a); !errors.Is(err, ErrConflict) {
+	if err := WriteFile(ctx, filepath.Join(filepath.Dir(path), "new.json"), a); !errors.Is(err, ErrConflict) {
 		t.Fatalf("version 2 where no keyset exists: %v, want ErrConflict", err)
 	}
 	stranger := a.Clone()
-	stranger.ID, stranger.Version = NewKeysetID(), 3
-	if err := WriteKeysetFile(path, stranger); !errors.Is(err, ErrConflict) {
+	stranger.ID, stranger.Version = NewID(), 3
+	if err := WriteFile(ctx, path, stranger); !errors.Is(err, ErrConflict) {
 		t.Fatalf("another keyset's edit: %v, want ErrConflict", err)
 	}
 	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp"))
@@ -212,7 +213,7 @@ func TestWriteCompareAndSwap(t *testing.T) {
 
 func TestLoadFile(t *testing.T) {
 	path, ks, _ := newKeysetFile(t, 2)
-	snap, got, err := LoadFile(ctx, path, &LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(2 * time.Hour) }})
+	snap, got, err := Load(ctx, path, &LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(2 * time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,20 +224,54 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("policy %+v, %v", p, ok)
 	}
 	// Before the first key's activation nothing can seal: an error at load.
-	if _, _, err := LoadFile(ctx, path, &LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(-time.Hour) }}); err == nil || !strings.Contains(err.Error(), "no usable primary") {
+	if _, _, err := Load(ctx, path, &LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(-time.Hour) }}); err == nil || !strings.Contains(err.Error(), "no usable primary") {
 		t.Fatalf("load before any activation: %v", err)
 	}
 	// A KEK the configuration does not name: refused before any unwrap.
 	t.Setenv("OTHER_KEK", backends.NewLocalKey())
-	_, _, err = LoadFile(ctx, path, &LoadOptions{KEK: "local://env/OTHER_KEK"})
+	_, _, err = Load(ctx, path, &LoadOptions{KEK: "local://env/OTHER_KEK"})
 	if !errors.Is(err, ErrUntrustedKEK) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), ks.ID) {
 		t.Fatalf("untrusted KEK: %v", err)
 	}
 	// The trusted KEK URL, but another key behind it: the error names the
 	// keyset file and the key.
 	os.WriteFile(filepath.Join(filepath.Dir(path), "kek"), []byte(backends.NewLocalKey()+"\n"), 0o600)
-	_, _, err = LoadFile(ctx, path, &LoadOptions{KEK: "local:kek"})
+	_, _, err = Load(ctx, path, &LoadOptions{KEK: "local:kek"})
 	if !errors.Is(err, backends.ErrUnwrap) || !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), ks.ID) {
 		t.Fatalf("wrong KEK: %v", err)
 	}
+}
+
+// TestPrimaryAgreesWithSnapshot: of two keys activating in the same
+// second, Keyset.Primary picks the one keyring.Snapshot seals with.
+func TestPrimaryAgreesWithSnapshot(t *testing.T) {
+	a := key(t, keyring.MAC, t0)
+	b := key(t, keyring.MAC, t0, a)
+	for _, order := range [][]keyring.Key{{a, b}, {b, a}} {
+		s, _ := keyring.NewSnapshot(order)
+		k, _ := s.Primary(t0)
+		ks := &Keyset{Keys: []StoredKey{{ID: order[0].ID, State: keyring.Active, Activation: t0}, {ID: order[1].ID, State: keyring.Active, Activation: t0}}}
+		if sk, _ := ks.Primary(t0); sk.ID != k.ID {
+			t.Errorf("Keyset.Primary %08x disagrees with Snapshot.Primary %08x", sk.ID, k.ID)
+		}
+	}
+}
+
+var t0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+
+func key(t *testing.T, alg keyring.Algorithm, activation time.Time, existing ...keyring.Key) keyring.Key {
+	t.Helper()
+	k, err := keyring.NewKey(alg, t0, activation, existing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// testPolicy is the default policy without a freshness window: tests on a
+// fixed clock far from now (t0) test freshness where they mean to.
+func testPolicy() keyring.Policy {
+	p := keyring.DefaultPolicy()
+	p.Freshness = 0
+	return p
 }

@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -87,11 +88,11 @@ func openKEKURL(ctx context.Context, url, location string, o *LoadOptions) (back
 func kekDir(location string) backends.OpenOption {
 	if stores.IsURL(location) {
 		if path, ok := strings.CutPrefix(location, "file://"); ok {
-			return backends.RelativeTo(KeysetDir(path))
+			return backends.RelativeTo(keysetDir(path))
 		}
 		return backends.AbsoluteOnly()
 	}
-	return backends.RelativeTo(KeysetDir(location))
+	return backends.RelativeTo(keysetDir(location))
 }
 
 // OpenStore opens the store at location with o's registry.
@@ -103,12 +104,12 @@ func OpenStore(ctx context.Context, location string, o *LoadOptions) (stores.Sto
 	return reg.Open(ctx, location)
 }
 
-// LoadFile reads the keyset at location (a file path, or a store URL such
+// Load reads the keyset at location (a file path, or a store URL such
 // as vault-kv://... or redis://...), unwraps every key that may open
 // tokens (retired keys stay wrapped), and returns the snapshot. A keyset
 // with no active key whose activation has passed is an error here, not a
 // surprise at the first Seal.
-func LoadFile(ctx context.Context, location string, o *LoadOptions) (*Snapshot, *Keyset, error) {
+func Load(ctx context.Context, location string, o *LoadOptions) (*keyring.Snapshot, *Keyset, error) {
 	l := &Loader{Path: location}
 	if o != nil {
 		l.Options = *o
@@ -120,12 +121,12 @@ func LoadFile(ctx context.Context, location string, o *LoadOptions) (*Snapshot, 
 	}
 	data, _, err := s.Read(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("keyring: %s: %w", s, err)
+		return nil, nil, fmt.Errorf("keyset: %s: %w", s, err)
 	}
 	return l.load(ctx, data)
 }
 
-// A Loader keeps a Ring in step with a keyset in a store. Load it once,
+// A Loader keeps a keyring.Ring in step with a keyset in a store. Load it once,
 // then call Reload, or Run to follow changes. A keyset that cannot be
 // read, parsed, authenticated or unwrapped never replaces the ring's keys:
 // the last good snapshot keeps serving and the error goes to slog and
@@ -146,7 +147,7 @@ type Loader struct {
 	OnReload func(*Keyset)
 
 	mu       sync.Mutex
-	ring     *Ring
+	ring     *keyring.Ring
 	current  *Keyset
 	rev      string                  // the store's revision as last read
 	retry    bool                    // the last read failed on a KMS call: read again even if rev is the same
@@ -220,7 +221,7 @@ func (l *Loader) openStore(ctx context.Context) (stores.Store, error) {
 		}
 		s, err := OpenStore(ctx, l.Path, &l.Options)
 		if err != nil {
-			return nil, fmt.Errorf("keyring: %w", err)
+			return nil, fmt.Errorf("keyset: %w", err)
 		}
 		l.Store = s
 	}
@@ -233,7 +234,7 @@ func (l *Loader) openStore(ctx context.Context) (stores.Store, error) {
 // Load reads the keyset and returns a ring holding it. It fails if the
 // first load fails: a store or KMS that does not answer, or a keyset that
 // does not load, is an error naming it.
-func (l *Loader) Load(ctx context.Context) (*Ring, error) {
+func (l *Loader) Load(ctx context.Context) (*keyring.Ring, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, err := l.openStore(ctx)
@@ -242,13 +243,13 @@ func (l *Loader) Load(ctx context.Context) (*Ring, error) {
 	}
 	data, rev, err := s.Read(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("keyring: %s: %w", s, err)
+		return nil, fmt.Errorf("keyset: %s: %w", s, err)
 	}
 	snap, ks, err := l.load(ctx, data)
 	if err != nil {
 		return nil, err
 	}
-	ring, err := NewRing(snap)
+	ring, err := keyring.NewRing(snap)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +265,7 @@ func (l *Loader) Reload(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ring == nil {
-		return errors.New("keyring: Reload before Load")
+		return errors.New("keyset: Reload before Load")
 	}
 	return l.reload(ctx, true)
 }
@@ -283,7 +284,7 @@ const pollTimeout = 30 * time.Second
 // unwrapped only when their wrapped bytes changed.
 func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
-		return errors.New("keyring: poll interval must be positive")
+		return errors.New("keyset: poll interval must be positive")
 	}
 	var changed <-chan struct{}
 	if w, ok := l.Store.(stores.Watcher); ok {
@@ -322,7 +323,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	if r, ok := l.Store.(stores.Revisioner); ok && !force && !l.retry {
 		rev, err := r.Revision(ctx)
 		if err != nil {
-			err = transientError{fmt.Errorf("keyring: %s: %w", l.name(), err)}
+			err = transientError{fmt.Errorf("keyset: %s: %w", l.name(), err)}
 			l.fail(err, force)
 			return err
 		}
@@ -334,9 +335,9 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	data, rev, err := l.Store.Read(ctx)
 	if err != nil {
 		if errors.Is(err, stores.ErrNotFound) {
-			err = fmt.Errorf("keyring: %s: %w: the keyset this instance loaded (%s version %d) is gone from its store; restore it from a backup, never create a new one, which would split the fleet", l.name(), err, l.current.ID, l.current.Version)
+			err = fmt.Errorf("keyset: %s: %w: the keyset this instance loaded (%s version %d) is gone from its store; restore it from a backup, never create a new one, which would split the fleet", l.name(), err, l.current.ID, l.current.Version)
 		} else {
-			err = transientError{fmt.Errorf("keyring: %s: %w", l.name(), err)}
+			err = transientError{fmt.Errorf("keyset: %s: %w", l.name(), err)}
 		}
 		l.retry = true
 		l.fail(err, force)

@@ -1,4 +1,4 @@
-package keyring
+package keyset
 
 import (
 	"os"
@@ -28,7 +28,7 @@ func TestWriteThroughSymlink(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "..data", "keyset.json"), link); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadFile(ctx, link, &LoadOptions{KEK: "local:kek"}); err != nil {
+	if _, _, err := Load(ctx, link, &LoadOptions{KEK: "local:kek"}); err != nil {
 		t.Fatalf("load through the link: %v", err)
 	}
 	next := ks.Clone()
@@ -39,7 +39,7 @@ func TestWriteThroughSymlink(t *testing.T) {
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("the link was replaced: %v %v", fi.Mode(), err)
 	}
-	got, err := ReadKeysetFile(filepath.Join(real, "keyset.json"))
+	got, err := ReadFile(ctx, filepath.Join(real, "keyset.json"))
 	if err != nil || got.Version != 2 {
 		t.Fatalf("the real file: %v, version %d", err, got.Version)
 	}
@@ -49,7 +49,7 @@ func TestWriteThroughSymlink(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(mount, "keyset.json.lock")); err == nil {
 		t.Error("a lock beside the link")
 	}
-	if _, _, err := LoadFile(ctx, link, &LoadOptions{KEK: "local:kek"}); err != nil {
+	if _, _, err := Load(ctx, link, &LoadOptions{KEK: "local:kek"}); err != nil {
 		t.Fatalf("load through the link after the edit: %v", err)
 	}
 }

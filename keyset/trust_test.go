@@ -1,4 +1,4 @@
-package keyring_test
+package keyset_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	_ "github.com/stateseal/stateseal/backends/gcpkms"
 	_ "github.com/stateseal/stateseal/backends/vault"
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 var (
@@ -67,7 +68,7 @@ func newKMS() *kms {
 type fixture struct {
 	dir, path string
 	kek       backends.KEK
-	ks        *keyring.Keyset
+	ks        *keyset.Keyset
 }
 
 func newFixture(t *testing.T, p keyring.Policy) *fixture {
@@ -81,9 +82,9 @@ func newFixture(t *testing.T, p keyring.Policy) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{dir: dir, path: filepath.Join(dir, "keyset.json"), kek: kek}
-	f.ks = &keyring.Keyset{ID: keyring.NewKeysetID(), KEK: "local:stateseal.kek", Policy: p}
+	f.ks = &keyset.Keyset{ID: keyset.NewID(), KEK: "local:stateseal.kek", Policy: p}
 	f.addKey(t)
-	if err := keyring.WriteKeysetFile(f.path, f.ks); err != nil {
+	if err := keyset.WriteFile(ctx, f.path, f.ks); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -130,11 +131,11 @@ func (f *fixture) write(t *testing.T, doc []byte) {
 	}
 }
 
-func quietLoader(f *fixture, o keyring.LoadOptions) *keyring.Loader {
+func quietLoader(f *fixture, o keyset.LoadOptions) *keyset.Loader {
 	if o.Now == nil {
 		o.Now = func() time.Time { return t0.Add(time.Minute) }
 	}
-	return &keyring.Loader{Path: f.path, Options: o, Logger: slog.New(slog.DiscardHandler)}
+	return &keyset.Loader{Path: f.path, Options: o, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // listener counts the connections an attacker's KMS endpoint receives.
@@ -168,7 +169,7 @@ func TestStoreWriterCannotChooseKEK(t *testing.T) {
 	f := newFixture(t, keyring.DefaultPolicy())
 	good, _ := os.ReadFile(f.path)
 	addr, accepted := listener(t)
-	running := quietLoader(f, keyring.LoadOptions{})
+	running := quietLoader(f, keyset.LoadOptions{})
 	ring, err := running.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -188,11 +189,11 @@ func TestStoreWriterCannotChooseKEK(t *testing.T) {
 			t.Fatal("the edit did nothing")
 		}
 		f.write(t, []byte(doc))
-		_, _, err := keyring.LoadFile(ctx, f.path, nil)
-		if !errors.Is(err, keyring.ErrUntrustedKEK) {
+		_, _, err := keyset.Load(ctx, f.path, nil)
+		if !errors.Is(err, keyset.ErrUntrustedKEK) {
 			t.Errorf("fresh load of a keyset naming %s: %v, want ErrUntrustedKEK", evil, err)
 		}
-		if err := running.Reload(ctx); !errors.Is(err, keyring.ErrUntrustedKEK) || ring.Current() != current {
+		if err := running.Reload(ctx); !errors.Is(err, keyset.ErrUntrustedKEK) || ring.Current() != current {
 			t.Errorf("running loader, keyset naming %s: %v", evil, err)
 		}
 	}
@@ -200,7 +201,7 @@ func TestStoreWriterCannotChooseKEK(t *testing.T) {
 		t.Fatalf("the attacker's endpoint received %d connections", n)
 	}
 	// A store URL has no default KEK: the configuration must name it.
-	if _, _, err := keyring.LoadFile(ctx, "redis://127.0.0.1:1/0?key=k", nil); err == nil || !strings.Contains(err.Error(), "LoadOptions.KEK") {
+	if _, _, err := keyset.Load(ctx, "redis://127.0.0.1:1/0?key=k", nil); err == nil || !strings.Contains(err.Error(), "LoadOptions.KEK") {
 		t.Fatalf("a store without a configured KEK: %v", err)
 	}
 }
@@ -215,7 +216,7 @@ func TestKEKIdentity(t *testing.T) {
 		"vault://transit/keys/k": "vault://transit/keys/k",
 		"local:stateseal.kek":    "local:stateseal.kek",
 	} {
-		if got, err := keyring.KEKIdentity(in); err != nil || got != want {
+		if got, err := keyset.KEKIdentity(in); err != nil || got != want {
 			t.Errorf("KEKIdentity(%s) = %s, %v; want %s", in, got, err, want)
 		}
 	}
@@ -232,22 +233,22 @@ func TestRollbackRefused(t *testing.T) {
 		f.write(t, f.addKey(t))
 		f.write(t, f.addKey(t)) // version 3
 		k := newKMS()
-		l := quietLoader(f, keyring.LoadOptions{Backends: k.reg, AllowKeysetChange: allow})
+		l := quietLoader(f, keyset.LoadOptions{Backends: k.reg, AllowKeysetChange: allow})
 		ring, err := l.Load(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.write(t, v1)
 		before := k.unwraps.Load()
-		if err := l.Reload(ctx); !errors.Is(err, keyring.ErrRollback) || ring.Current().Version() != 3 {
+		if err := l.Reload(ctx); !errors.Is(err, keyset.ErrRollback) || ring.Current().Version() != 3 {
 			t.Errorf("allow=%v: rollback to version 1: %v", allow, err)
 		}
 		if k.unwraps.Load() != before {
 			t.Errorf("allow=%v: the refusal cost a KMS call", allow)
 		}
 		// A fresh instance with a floor in its configuration.
-		_, _, err = keyring.LoadFile(ctx, f.path, &keyring.LoadOptions{MinVersion: 3, Backends: k.reg, Now: l.Options.Now})
-		if !errors.Is(err, keyring.ErrRollback) || k.unwraps.Load() != before {
+		_, _, err = keyset.Load(ctx, f.path, &keyset.LoadOptions{MinVersion: 3, Backends: k.reg, Now: l.Options.Now})
+		if !errors.Is(err, keyset.ErrRollback) || k.unwraps.Load() != before {
 			t.Errorf("allow=%v: fresh load below MinVersion: %v", allow, err)
 		}
 		l.Close()
@@ -262,25 +263,25 @@ func TestRollbackAcrossKeysets(t *testing.T) {
 	aV1, _ := os.ReadFile(a.path)
 	a.write(t, a.addKey(t))
 	a.write(t, a.addKey(t))
-	l := quietLoader(a, keyring.LoadOptions{AllowKeysetChange: true})
+	l := quietLoader(a, keyset.LoadOptions{AllowKeysetChange: true})
 	if _, err := l.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	b := &fixture{dir: a.dir, path: a.path, kek: a.kek}
-	b.ks = &keyring.Keyset{ID: keyring.NewKeysetID(), Version: 0, KEK: "local:stateseal.kek", Policy: keyring.DefaultPolicy()}
+	b.ks = &keyset.Keyset{ID: keyset.NewID(), Version: 0, KEK: "local:stateseal.kek", Policy: keyring.DefaultPolicy()}
 	a.write(t, b.addKey(t))
 	if err := l.Reload(ctx); err != nil {
 		t.Fatalf("switching to keyset B: %v", err)
 	}
 	a.write(t, aV1)
-	if err := l.Reload(ctx); !errors.Is(err, keyring.ErrRollback) {
+	if err := l.Reload(ctx); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("back to A at version 1 after A at 3: %v", err)
 	}
 	// Pinned by configuration, not even AllowKeysetChange moves it.
-	p := quietLoader(a, keyring.LoadOptions{KeysetID: a.ks.ID, AllowKeysetChange: true})
+	p := quietLoader(a, keyset.LoadOptions{KeysetID: a.ks.ID, AllowKeysetChange: true})
 	a.write(t, b.addKey(t))
-	if _, err := p.Load(ctx); !errors.Is(err, keyring.ErrOtherKeyset) {
+	if _, err := p.Load(ctx); !errors.Is(err, keyset.ErrOtherKeyset) {
 		t.Fatalf("a fresh loader pinned to A loaded B: %v", err)
 	}
 }
@@ -293,14 +294,14 @@ func TestFreshness(t *testing.T) {
 	p.Freshness = 24 * time.Hour
 	f := newFixture(t, p)
 	k := newKMS()
-	at := func(d time.Duration) *keyring.LoadOptions {
-		return &keyring.LoadOptions{Backends: k.reg, Now: func() time.Time { return t0.Add(d) }}
+	at := func(d time.Duration) *keyset.LoadOptions {
+		return &keyset.LoadOptions{Backends: k.reg, Now: func() time.Time { return t0.Add(d) }}
 	}
-	if _, _, err := keyring.LoadFile(ctx, f.path, at(23*time.Hour)); err != nil {
+	if _, _, err := keyset.Load(ctx, f.path, at(23*time.Hour)); err != nil {
 		t.Fatalf("inside the window: %v", err)
 	}
 	n := k.unwraps.Load()
-	if _, _, err := keyring.LoadFile(ctx, f.path, at(24*time.Hour)); !errors.Is(err, keyring.ErrStale) {
+	if _, _, err := keyset.Load(ctx, f.path, at(24*time.Hour)); !errors.Is(err, keyset.ErrStale) {
 		t.Fatalf("at the expiry: %v", err)
 	}
 	if k.unwraps.Load() != n {
@@ -309,7 +310,7 @@ func TestFreshness(t *testing.T) {
 	// The expiry is authenticated: moving it is a forgery.
 	doc, _ := os.ReadFile(f.path)
 	f.write(t, []byte(strings.Replace(string(doc), `"expires": "2026-07-29T12:00:00Z"`, `"expires": "2027-07-29T12:00:00Z"`, 1)))
-	if _, _, err := keyring.LoadFile(ctx, f.path, at(25*time.Hour)); !errors.Is(err, keyring.ErrUnauthenticated) {
+	if _, _, err := keyset.Load(ctx, f.path, at(25*time.Hour)); !errors.Is(err, keyset.ErrUnauthenticated) {
 		t.Fatalf("expiry moved without the KEK: %v", err)
 	}
 }
@@ -322,7 +323,7 @@ func TestForkReported(t *testing.T) {
 	mine := f.addKey(t)
 	f.write(t, mine)
 	var reported []error
-	l := quietLoader(f, keyring.LoadOptions{})
+	l := quietLoader(f, keyset.LoadOptions{})
 	l.OnError = func(err error) { reported = append(reported, err) }
 	ring, err := l.Load(ctx)
 	if err != nil {
@@ -335,7 +336,7 @@ func TestForkReported(t *testing.T) {
 	if err := l.Run(runOnce(t, l), 5*time.Millisecond); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	if len(reported) == 0 || !errors.Is(reported[0], keyring.ErrFork) {
+	if len(reported) == 0 || !errors.Is(reported[0], keyset.ErrFork) {
 		t.Fatalf("fork reported as %v", reported)
 	}
 	if ring.Current().Version() != 2 || ring.Current().Len() != 2 {
@@ -344,7 +345,7 @@ func TestForkReported(t *testing.T) {
 }
 
 // runOnce returns a context for Run that ends once l has polled.
-func runOnce(t *testing.T, l *keyring.Loader) context.Context {
+func runOnce(t *testing.T, l *keyset.Loader) context.Context {
 	t.Helper()
 	c, cancel := context.WithCancel(ctx)
 	prev := l.OnError
@@ -364,7 +365,7 @@ func runOnce(t *testing.T, l *keyring.Loader) context.Context {
 func TestKEKOpenedOnce(t *testing.T) {
 	f := newFixture(t, keyring.DefaultPolicy())
 	k := newKMS()
-	l := quietLoader(f, keyring.LoadOptions{Backends: k.reg})
+	l := quietLoader(f, keyset.LoadOptions{Backends: k.reg})
 	if _, err := l.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestKEKOpenedOnce(t *testing.T) {
 		t.Fatalf("Close: %v, %d closes", err, k.closes.Load())
 	}
 	// LoadFile closes what it opened.
-	if _, _, err := keyring.LoadFile(ctx, f.path, &keyring.LoadOptions{Backends: k.reg, Now: l.Options.Now}); err != nil || k.closes.Load() != 2 {
+	if _, _, err := keyset.Load(ctx, f.path, &keyset.LoadOptions{Backends: k.reg, Now: l.Options.Now}); err != nil || k.closes.Load() != 2 {
 		t.Fatalf("LoadFile: %v, %d closes", err, k.closes.Load())
 	}
 }
