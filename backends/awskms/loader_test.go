@@ -44,6 +44,7 @@ func (tr *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 // registry whose client counts its requests.
 type fixture struct {
 	path string
+	kek  string // the KEK URL every loader is configured with
 	tr   *transport
 	reg  *backends.Registry
 	ro   *rotation.Options
@@ -52,9 +53,9 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	l := testservers.StartLocalKMS(t, "")
 	url := (&harness{kms: l}).NewKey(context.Background(), t)
-	f := &fixture{path: filepath.Join(t.TempDir(), "keyset.json"), tr: &transport{}, reg: new(backends.Registry)}
+	f := &fixture{path: filepath.Join(t.TempDir(), "keyset.json"), kek: url, tr: &transport{}, reg: new(backends.Registry)}
 	f.reg.Register(awskms.Scheme, awskms.Opener(&http.Client{Transport: f.tr}))
-	f.ro = &rotation.Options{Backends: f.reg, Logger: slog.New(slog.DiscardHandler)}
+	f.ro = &rotation.Options{KEK: url, Backends: f.reg, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := rotation.Init(context.Background(), f.path, url, keyring.AEAD, keyring.DefaultPolicy(), f.ro); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestKMSCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tr.calls.Store(0)
-	l := &keyset.Loader{Path: f.path, Options: keyset.LoadOptions{Backends: f.reg}, Logger: slog.New(slog.DiscardHandler)}
+	l := &keyset.Loader{Path: f.path, Options: keyset.LoadOptions{KEK: f.kek, Backends: f.reg}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func TestConcurrentLoadsShareCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if _, _, err := keyset.Load(context.Background(), f.path, &keyset.LoadOptions{Backends: f.reg}); err != nil {
+			if _, _, err := keyset.Load(context.Background(), f.path, &keyset.LoadOptions{KEK: f.kek, Backends: f.reg}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -142,7 +143,7 @@ func TestKMSUnreachable(t *testing.T) {
 	f := newFixture(t)
 	ks, _ := keyset.ReadFile(context.Background(), f.path)
 	f.tr.down.Store(true)
-	_, _, err := keyset.Load(ctx, f.path, &keyset.LoadOptions{Backends: f.reg})
+	_, _, err := keyset.Load(ctx, f.path, &keyset.LoadOptions{KEK: f.kek, Backends: f.reg})
 	if err == nil || !strings.Contains(err.Error(), backends.Redact(ks.KEK)) || !errors.Is(err, errPartition) {
 		t.Fatalf("load with the KMS unreachable: %v", err)
 	}
@@ -150,7 +151,7 @@ func TestKMSUnreachable(t *testing.T) {
 
 	var mu sync.Mutex
 	var reports []error
-	l := &keyset.Loader{Path: f.path, Options: keyset.LoadOptions{Backends: f.reg}, Logger: slog.New(slog.DiscardHandler),
+	l := &keyset.Loader{Path: f.path, Options: keyset.LoadOptions{KEK: f.kek, Backends: f.reg}, Logger: slog.New(slog.DiscardHandler),
 		OnError: func(err error) { mu.Lock(); reports = append(reports, err); mu.Unlock() }}
 	ring, err := l.Load(ctx)
 	if err != nil {

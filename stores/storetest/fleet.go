@@ -185,7 +185,7 @@ func (e *env) testDown(ctx context.Context, t *testing.T) {
 	// names the store.
 	c, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, _, err := keyset.Load(c, loc, nil)
+	_, _, err := keyset.Load(c, loc, &keyset.LoadOptions{KEK: e.kek})
 	if err == nil || !strings.Contains(err.Error(), backends.Redact(loc)) {
 		t.Errorf("a load with the store down: %v, want an error naming %s", err, backends.Redact(loc))
 	}
