@@ -84,7 +84,7 @@ var expectErr = map[string]error{
 	"expired": ErrExpired, "not_yet_valid": ErrNotYetValid,
 }
 
-func readVectors(t *testing.T) vectorFile {
+func readVectors(t testing.TB) vectorFile {
 	t.Helper()
 	data, err := os.ReadFile(vectorsFile)
 	if err != nil {

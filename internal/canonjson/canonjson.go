@@ -58,9 +58,6 @@ var canonicalChecked = append([]jsontext.Options{
 // leaving out the top-level members named in exclude. Input that is empty,
 // JSON whitespace only, or null is the empty object.
 func Append(dst, args []byte, lim Limits, exclude []string) ([]byte, error) {
-	if Mutations != 0 {
-		return appendMutated(dst, args, lim, exclude)
-	}
 	if len(args) > lim.MaxBytes {
 		return dst, fmt.Errorf("%w: %d bytes, over %d", ErrTooLarge, len(args), lim.MaxBytes)
 	}
@@ -77,7 +74,7 @@ func appendObject(dst, args []byte, lim Limits, exclude []string) ([]byte, error
 	if args[0] != '{' {
 		return dst, ErrNotObject
 	}
-	if Mutations == 0 && !noFlat {
+	if !noFlat {
 		if out, ok := appendFlat(dst, args, exclude); ok {
 			return out, nil
 		}
@@ -92,16 +89,9 @@ func appendObject(dst, args []byte, lim Limits, exclude []string) ([]byte, error
 	if kept != nil {
 		src = kept
 	}
-	opts := canonicalChecked
-	if Mutations != 0 {
-		opts = append(decoderOptions(), canonical...)
-	}
-	out, err := jsontext.AppendFormat(dst, src, opts...)
+	out, err := jsontext.AppendFormat(dst, src, canonicalChecked...)
 	if err != nil {
 		return dst, fmt.Errorf("%w: %v", ErrSyntax, err)
-	}
-	if mutated(MutExcludeAtAnyDepth) {
-		out = append(dst, stripDeep(out[len(dst):], exclude)...)
 	}
 	return out, nil
 }
@@ -138,11 +128,7 @@ var seed = maphash.MakeSeed()
 // rebuilt without it; otherwise nil.
 func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error) {
 	w.rd = *bytes.NewBuffer(args)
-	if Mutations != 0 {
-		w.dec.Reset(&w.rd, decoderOptions()...)
-	} else {
-		w.dec.Reset(&w.rd)
-	}
+	w.dec.Reset(&w.rd)
 	defer func() { // keep no reference to args in the pool
 		w.rd = bytes.Buffer{}
 		w.dec.Reset(&w.rd)
@@ -159,7 +145,7 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 			if _, err := d.ReadToken(); err != nil {
 				return nil, w.syntax(err)
 			}
-			if d.StackDepth()-mutDepth() > lim.MaxDepth && !mutated(MutNoDepthLimit) {
+			if d.StackDepth() > lim.MaxDepth {
 				return nil, fmt.Errorf("%w: deeper than %d at %s", ErrTooDeep, lim.MaxDepth, d.StackPointer())
 			}
 			w.frames = append(w.frames, len(w.ents))
@@ -169,7 +155,7 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 			}
 			start := w.frames[len(w.frames)-1]
 			w.frames = w.frames[:len(w.frames)-1]
-			if kind == '}' && !mutated(MutNoFoldCheck) {
+			if kind == '}' {
 				if err := w.closeObject(start); err != nil {
 					return nil, err
 				}
@@ -198,7 +184,7 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 			if err != nil {
 				return nil, w.syntax(err)
 			}
-			if err := w.number(v); err != nil && !mutated(MutNoNumberCheck) {
+			if err := w.number(v); err != nil {
 				return nil, fmt.Errorf("%w: %s at %s", err, v, d.StackPointer())
 			}
 		default: // literals, and the invalid kind, whose error ReadValue returns
@@ -241,9 +227,6 @@ func (w *walker) name(quoted []byte, depth int, exclude []string) (skip bool, er
 	// Every name counts for the folding rule, those left out too: with
 	// "_meta" and "_Meta" both present, a reader folding names would see
 	// one member where the digest keeps the other.
-	if Mutations != 0 {
-		return w.mutatedName(quoted, depth, exclude)
-	}
 	w.addName(w.tmp)
 	if depth == 1 {
 		end := w.dec.InputOffset()
@@ -257,11 +240,7 @@ func (w *walker) name(quoted []byte, depth int, exclude []string) (skip bool, er
 
 func (w *walker) addName(name []byte) {
 	off := len(w.names)
-	if Mutations != 0 {
-		w.names = mutatedFold(w.names, name)
-	} else {
-		w.names = appendFolded(w.names, name)
-	}
+	w.names = appendFolded(w.names, name)
 	folded := w.names[off:]
 	w.ents = append(w.ents, entry{h: maphash.Bytes(seed, folded), off: off, n: len(folded)})
 }

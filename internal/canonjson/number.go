@@ -20,9 +20,6 @@ func (w *walker) number(text []byte) error {
 		// double (DBL_DIG is 15), so RFC 8785 writes the same value.
 		return nil
 	}
-	if mutated(MutIntegerNumberCheck) && bytes.ContainsAny(text, ".eE") {
-		return nil
-	}
 	// The string aliases text only for the call; ParseFloat keeps it in
 	// its error, which is dropped.
 	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
