@@ -41,7 +41,8 @@ func ArgsDigest(args []byte) ([]byte, error) { return ArgsOptions{}.Digest(args)
 
 // Digest returns the SHA-256 digest of a JSON arguments object in the
 // canonical form of RFC 8785 (JSON Canonicalization Scheme), leaving out
-// the top-level members "_meta", "inputResponses" and "requestState". Key
+// the top-level members "_meta", "inputResponses" and "requestState",
+// whose values must still pass every rule below. Key
 // order and insignificant whitespace do not change the digest; any change
 // of a value does. Empty input, JSON whitespace and null digest as {}.
 //

@@ -183,6 +183,9 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "protocol-members-nested", "deeper down they stay", `{"x":{"_meta":1,"requestState":"s"}}`),
 		av(t, "protocol-member-escaped", "a name is compared after unescaping: \\u005fmeta is _meta", `{"\u005fmeta":1,"a":1}`),
 		av(t, "protocol-member-case", "_Meta is not _meta: it stays", `{"_Meta":1,"a":1}`),
+		av(t, "depth-inside-protocol-member", "four levels inside _meta, over a limit of 3: the digest leaves _meta out, but its value is checked", `{"_meta":{"a":[[1]]},"b":1}`, bounds(1<<20, 3)),
+		av(t, "fold-inside-protocol-member", "a and A inside _meta fold together: refused, though the digest leaves _meta out", `{"_meta":{"a":1,"A":2}}`),
+		av(t, "number-inside-protocol-member", "1e400 as requestState's value: refused, though the digest leaves it out", `{"requestState":1e400,"b":1}`),
 		// Rule 10: serialization.
 		av(t, "sort-utf16", "names sort by UTF-16 code units: U+1F600 (D83D DE00) before U+FB33", `{"\ufb33":1,"\ud83d\ude00":2,"a":3}`),
 		av(t, "string-escapes", "minimal escapes: control characters as \\u00xx, / and U+2028 as themselves", `{"s":"\u00e9\u001f\"\\\/\u2028\t"}`),

@@ -651,6 +651,7 @@ var digestMutations = []string{
 	"lone-surrogates", "no-depth-limit", "depth-from-zero", "no-duplicate-check",
 	"no-fold-check", "ascii-fold", "lower-fold", "fold-kept-only",
 	"no-number-check", "integer-number-check", "exclude-at-any-depth", "exclude-ignoring-case", "exclude-raw-name",
+	"protocol-values-depth-unchecked", "protocol-values-duplicate-unchecked", "protocol-values-fold-unchecked", "protocol-values-number-unchecked",
 }
 
 // FuzzDigestModel: the package and the model agree on every input: both

@@ -119,7 +119,10 @@ type entry struct {
 	off, n int
 }
 
-type span struct{ start, end int64 }
+type span struct {
+	start, end int64
+	skip       bool // a member left out
+}
 
 var seed = maphash.MakeSeed()
 
@@ -171,11 +174,10 @@ func (w *walker) check(args []byte, lim Limits, exclude []string) ([]byte, error
 					return nil, err
 				}
 				if skip {
+					// Left out of the digest, but its value is read
+					// and checked like any other.
 					excluded = true
-					if err := d.SkipValue(); err != nil {
-						return nil, w.syntax(err)
-					}
-					w.spans = w.spans[:len(w.spans)-1]
+					w.spans[len(w.spans)-1].skip = true
 				}
 				continue // a name completes no member
 			}
@@ -276,8 +278,11 @@ func (w *walker) closeObject(start int) error {
 // rebuild returns the arguments object with only the kept members.
 func (w *walker) rebuild(args []byte) []byte {
 	out := append(w.tmp[:0], '{')
-	for i, s := range w.spans {
-		if i > 0 {
+	for _, s := range w.spans {
+		if s.skip {
+			continue
+		}
+		if len(out) > 1 {
 			out = append(out, ',')
 		}
 		out = append(out, args[s.start:s.end]...)

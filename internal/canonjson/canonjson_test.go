@@ -76,6 +76,10 @@ func TestRefuses(t *testing.T) {
 		{`{"a":NaN}`, ErrSyntax},
 		{`{"_meta":1,"_meta":2}`, ErrDuplicate},
 		{`{"_meta":{"a":1,"a":2}}`, ErrDuplicate},
+		// The protocol members are left out of the text, not out of the rules.
+		{`{"_meta":{"a":1,"A":2}}`, ErrFolded},
+		{`{"_meta":1e400}`, ErrNumber},
+		{`{"requestState":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`, ErrTooDeep},
 	} {
 		_, err := Append(nil, []byte(c.in), lim, exclude)
 		if !errors.Is(err, c.want) {
