@@ -9,10 +9,12 @@ import (
 	"github.com/stateseal/stateseal/internal/canonjson"
 )
 
-// Default bounds of the arguments ArgsDigest accepts.
+// Default bounds of the arguments ArgsDigest accepts, and the largest
+// depth bound ArgsOptions may set.
 const (
 	DefaultMaxArgsBytes = 4 << 20 // 4 MiB
 	DefaultMaxArgsDepth = 64
+	MaxArgsDepthLimit   = canonjson.MaxDepthLimit // 10,000
 )
 
 // ErrArguments reports arguments that ArgsDigest refuses: not a JSON
@@ -32,7 +34,8 @@ type ArgsOptions struct {
 	// MaxBytes bounds the length of the arguments as received.
 	MaxBytes int
 	// MaxDepth bounds the nesting of objects and arrays; the arguments
-	// object itself is depth 1.
+	// object itself is depth 1. It is at most MaxArgsDepthLimit: Digest
+	// fails with another error than ErrArguments if it is larger.
 	MaxDepth int
 }
 
@@ -75,6 +78,9 @@ func (o ArgsOptions) sum(args []byte) (sum [sha256.Size]byte, err error) {
 	}
 	if lim.MaxDepth <= 0 {
 		lim.MaxDepth = DefaultMaxArgsDepth
+	}
+	if lim.MaxDepth > MaxArgsDepthLimit {
+		return sum, fmt.Errorf("stateseal: ArgsOptions.MaxDepth %d is over %d", lim.MaxDepth, MaxArgsDepthLimit)
 	}
 	buf := canonBufs.Get().(*[]byte)
 	defer canonBufs.Put(buf)

@@ -3,6 +3,7 @@ package seal
 import (
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stateseal/stateseal/internal/canonjson"
@@ -177,6 +178,8 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "overflow", "1e400 is beyond any double", `{"n":1e400}`),
 		av(t, "underflow", "1e-400 is not zero, but a double rounds it to 0", `{"n":1e-400}`),
 		av(t, "zero-underflow", "0e-400 is zero", `{"n":0e-400}`),
+		av(t, "number-long-exact", "1 followed by 800 zeros, times 10^-800: exactly 1, however long the text (strconv.ParseFloat reads it as 0.1)", `{"n":1`+strings.Repeat("0", 800)+`e-800}`),
+		av(t, "number-long-inexact", "1, 800 zeros and a 1, times 10^-801: not the decimal 1", `{"n":1`+strings.Repeat("0", 800)+`1e-801}`),
 		// Rule 9: protocol members.
 		av(t, "protocol-members", "_meta, inputResponses and requestState at the top level are left out", `{"_meta":{"progressToken":1},"inputResponses":{"x":{}},"requestState":"abc","a":1}`),
 		av(t, "protocol-members-only", "only protocol members: the empty object", `{"requestState":"abc"}`),
