@@ -46,7 +46,7 @@ func digestModel(in []byte, maxBytes, maxDepth int, mut string) (canonical strin
 		return "{}", true
 	}
 	// 3. An object.
-	if s[0] != '{' {
+	if s[0] != '{' && !d.m("any-value") {
 		return "", false
 	}
 	// 4. Valid JSON, once.
@@ -217,7 +217,7 @@ func (p *jparser) str() (val, raw string, ok bool) {
 			return b.String(), raw, true
 		case c == '\\':
 			r, n := p.escape()
-			if n == 0 {
+			if n == 0 || p.d.m("noncharacters-refused") && nonchar(r) {
 				return "", "", false
 			}
 			b.WriteRune(r)
@@ -229,7 +229,7 @@ func (p *jparser) str() (val, raw string, ok bool) {
 			if r == utf8.RuneError && n == 1 {
 				return "", "", false
 			}
-			if p.d.m("noncharacters-refused") && (0xFDD0 <= r && r <= 0xFDEF || r&0xFFFE == 0xFFFE) {
+			if p.d.m("noncharacters-refused") && nonchar(r) {
 				return "", "", false
 			}
 			b.WriteRune(r)
@@ -238,6 +238,8 @@ func (p *jparser) str() (val, raw string, ok bool) {
 	}
 	return "", "", false
 }
+
+func nonchar(r rune) bool { return 0xFDD0 <= r && r <= 0xFDEF || r&0xFFFE == 0xFFFE }
 
 func (p *jparser) escape() (rune, int) {
 	e := p.s[p.i:]
@@ -652,7 +654,11 @@ var digestMutations = []string{
 	"no-fold-check", "ascii-fold", "lower-fold", "fold-kept-only",
 	"no-number-check", "integer-number-check", "exclude-at-any-depth", "exclude-ignoring-case", "exclude-raw-name",
 	"protocol-values-depth-unchecked", "protocol-values-duplicate-unchecked", "protocol-values-fold-unchecked", "protocol-values-number-unchecked",
-	"parse-float-full-text",
+	"parse-float-full-text", "size-in-characters", "any-value", "raw-control-characters", "invalid-escapes",
+	"noncharacters-refused", "plus-sign", "leading-zeros", "trailing-commas", "upper-lower-fold",
+	"unicode-13-fold", "unicode-16-fold", "sort-utf8", "long-control-escapes", "upper-hex-escapes",
+	"escape-del-and-c1", "html-escapes", "escape-solidus", "escape-line-separators", "ascii-escapes",
+	"exponent-from-1e16", "exponent-below-1e-4", "exponent-without-plus", "minus-zero-kept",
 }
 
 // FuzzDigestModel: the package and the model agree on every input: both

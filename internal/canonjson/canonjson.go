@@ -6,8 +6,9 @@
 // encoding/json matches member names case-insensitively and keeps the last
 // of two that fold together, and decoders into integer types keep digits a
 // double drops. Append therefore refuses, at every depth, member names that
-// are equal under encoding/json's case folding, and numbers whose text does
-// not denote exactly the value RFC 8785 writes for them.
+// are equal under encoding/json's case folding (Unicode 15.0.0's simple
+// folding, that of Go's unicode tables), and numbers whose text does not
+// denote exactly the value RFC 8785 writes for them.
 //
 // Append reads the input once: it validates, checks the rules and writes
 // the canonical text in the same pass, reordering each object's members

@@ -229,3 +229,14 @@ func FuzzJSONText(f *testing.F) {
 		}
 	})
 }
+
+// TestUnicodeVersion: FORMAT.md's rule 7 folds by Unicode 15.0.0, the
+// version of Go's unicode tables that foldHash and bytes.EqualFold use. A
+// Go release with newer tables folds more names together (the vector
+// fold-unicode-16-pair then fails too): the format must not follow it
+// silently.
+func TestUnicodeVersion(t *testing.T) {
+	if unicode.Version != "15.0.0" {
+		t.Fatalf("Go's unicode tables are %s; FORMAT.md's folding is 15.0.0's", unicode.Version)
+	}
+}
