@@ -134,6 +134,7 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "empty", "no bytes at all: the empty object", ``),
 		av(t, "whitespace-only", "JSON whitespace only: the empty object", " \t\r\n"),
 		av(t, "null", "null: the empty object", `null`),
+		av(t, "null-over-limit", "null over a 3-byte limit: the size is checked first, so refused, not the empty object", `null`, bounds(3, 64)),
 		av(t, "null-in-whitespace", "null between JSON whitespace: the empty object", " null\n"),
 		av(t, "byte-order-mark", "a UTF-8 byte-order mark is not JSON whitespace", "\ufeff{}"),
 		av(t, "vertical-tab", "\\v is not JSON whitespace", "\v{}"),

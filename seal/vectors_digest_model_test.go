@@ -26,6 +26,14 @@ import (
 // input is refused; which rule refuses is not part of the format.
 func digestModel(in []byte, maxBytes, maxDepth int, mut string) (canonical string, ok bool) {
 	d := &dmodel{mut: mut, maxDepth: maxDepth}
+	if d.m("null-before-size") {
+		if s := bytes.Trim(in, " \t\r\n"); len(s) == 0 || string(s) == "null" {
+			return "{}", true
+		}
+	}
+	if d.m("object-before-trim") && (len(in) == 0 || in[0] != '{') {
+		return "", false
+	}
 	// 1. Size, in bytes as received.
 	n := len(in)
 	if d.m("size-in-characters") {
@@ -659,6 +667,7 @@ var digestMutations = []string{
 	"unicode-13-fold", "unicode-16-fold", "sort-utf8", "long-control-escapes", "upper-hex-escapes",
 	"escape-del-and-c1", "html-escapes", "escape-solidus", "escape-line-separators", "ascii-escapes",
 	"exponent-from-1e16", "exponent-below-1e-4", "exponent-without-plus", "minus-zero-kept",
+	"null-before-size", "object-before-trim",
 }
 
 // FuzzDigestModel: the package and the model agree on every input: both

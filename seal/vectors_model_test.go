@@ -30,6 +30,9 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 	if m("length-in-characters") {
 		n = utf8.RuneCountInString(tok)
 	}
+	if _, err := base64.RawURLEncoding.Strict().DecodeString(tok); m("encoding-before-length") && err != nil {
+		return "malformed", nil
+	}
 	if n > v.Open.MaxTokenLen || m("length-inclusive") && n == v.Open.MaxTokenLen {
 		return "too_large", nil
 	}
@@ -442,4 +445,5 @@ var tokenMutations = []string{
 	"no-sealer-length-limit", "sealer-length-inclusive", "sealer-length-in-envelope-bytes",
 	"seal-earliest-key", "seal-last-listed", "seal-ignores-activation", "seal-activation-exclusive",
 	"seal-decrypt-only-seals", "seal-tie-first-listed", "seal-tie-highest-id", "seal-tie-lowest-id",
+	"encoding-before-length",
 }
