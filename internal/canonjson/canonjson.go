@@ -108,7 +108,8 @@ type canon struct {
 type member struct {
 	name       [2]int // c.names[name[0]:name[1]]
 	start, end int    // c.out[start:end]
-	fold       uint64 // hash of the name under case folding
+	key        uint64 // an ASCII name's first 8 bytes, big-endian, for sorting
+	ascii      bool   // the name is ASCII
 	skip       bool   // a top-level member the digest leaves out
 }
 
@@ -226,7 +227,12 @@ func (c *canon) object(depth int) error {
 		}
 		m.name[1] = len(c.names)
 		name := c.names[m.name[0]:m.name[1]]
-		m.fold = foldHash(name)
+		m.ascii = isASCII(name)
+		if m.ascii {
+			var k [8]byte
+			copy(k[:], name)
+			m.key = binary.BigEndian.Uint64(k[:])
+		}
 		m.skip = depth == 1 && slices.Contains(c.exclude, string(name))
 		c.ws()
 		if c.i >= len(c.in) || c.in[c.i] != ':' {
@@ -270,7 +276,7 @@ func (c *canon) close(open int, ms []member) error {
 	sorted, skip := true, false
 	for i := range ms {
 		skip = skip || ms[i].skip
-		if i > 0 && sorted && cmpUTF16(c.name(&ms[i-1]), c.name(&ms[i])) > 0 {
+		if i > 0 && sorted && c.cmp(&ms[i-1], &ms[i]) > 0 {
 			sorted = false
 		}
 	}
@@ -287,8 +293,7 @@ func (c *canon) close(open int, ms []member) error {
 		if sorted {
 			continue
 		}
-		name := c.name(&ms[i])
-		for ; j > 0 && cmpUTF16(c.name(&ms[order[j-1]]), name) > 0; j-- {
+		for ; j > 0 && c.cmp(&ms[order[j-1]], &ms[i]) > 0; j-- {
 			order[j] = order[j-1]
 		}
 		order[j] = int32(i)
@@ -315,17 +320,44 @@ func (c *canon) close(open int, ms []member) error {
 
 func (c *canon) name(m *member) []byte { return c.names[m.name[0]:m.name[1]] }
 
+// cmp orders two members by their names' UTF-16 code units.
+func (c *canon) cmp(a, b *member) int {
+	if a.ascii && b.ascii {
+		switch {
+		case a.key < b.key:
+			return -1
+		case a.key > b.key:
+			return 1
+		}
+		return bytes.Compare(c.name(a), c.name(b))
+	}
+	return cmpUTF16(c.name(a), c.name(b))
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // checkNames refuses two names of one object that are equal, or equal
-// under case folding. Equal names have equal fold hashes; names with equal
-// hashes are compared.
+// under case folding. A small object's names are compared pairwise (two
+// ASCII names of different lengths never fold together); a larger one's
+// are hashed under folding, and names with equal hashes compared.
 func (c *canon) checkNames(ms []member) error {
 	if len(ms) <= 16 {
 		for i := range ms {
+			a := &ms[i]
 			for j := i + 1; j < len(ms); j++ {
-				if ms[i].fold == ms[j].fold {
-					if err := c.sameName(&ms[i], &ms[j]); err != nil {
-						return err
-					}
+				b := &ms[j]
+				if a.ascii && b.ascii && a.name[1]-a.name[0] != b.name[1]-b.name[0] {
+					continue
+				}
+				if err := c.sameName(a, b); err != nil {
+					return err
 				}
 			}
 		}
@@ -333,7 +365,7 @@ func (c *canon) checkNames(ms []member) error {
 	}
 	hs := c.hashes[:0]
 	for i := range ms {
-		hs = append(hs, hashedAt{ms[i].fold, i})
+		hs = append(hs, hashedAt{foldHash(c.name(&ms[i])), i})
 	}
 	c.hashes = hs
 	slices.SortFunc(hs, func(a, b hashedAt) int {

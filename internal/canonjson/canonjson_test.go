@@ -93,6 +93,25 @@ func TestRefuses(t *testing.T) {
 	}
 }
 
+// TestLargeObjects: objects of more than 16 members take the hashed
+// path for their names.
+func TestLargeObjects(t *testing.T) {
+	var members []string
+	for i := range 20 {
+		members = append(members, fmt.Sprintf(`"n%d":%d`, 19-i, i))
+	}
+	obj := func(extra string) []byte { return []byte("{" + strings.Join(members, ",") + extra + "}") }
+	for extra, want := range map[string]error{`,"N7":1`: ErrFolded, `,"n7":1`: ErrDuplicate, `,"\u212a":1,"k":2`: ErrFolded, `,"x":1`: nil} {
+		if _, err := Append(nil, obj(extra), lim, exclude); !errors.Is(err, want) || want == nil && err != nil {
+			t.Errorf("20 members and %s: %v, want %v", extra, err, want)
+		}
+	}
+	got, err := Append(nil, obj(""), lim, exclude)
+	if err != nil || !strings.HasPrefix(string(got), `{"n0":19,"n1":18,"n10":9,`) {
+		t.Errorf("20 members: %s %v", got, err)
+	}
+}
+
 func TestNumbersKept(t *testing.T) {
 	for _, n := range []string{"0", "-0", "0.0", "1", "-1", "1.5", "0.1", "1e2", "1E+2", "100e-2",
 		"9007199254740992", "9007199254740991", "-9007199254740992", "1.7976931348623157e308",
