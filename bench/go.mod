@@ -6,6 +6,7 @@ replace github.com/stateseal/stateseal => ../
 
 require (
 	aidanwoods.dev/go-paseto v1.6.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/gorilla/securecookie v1.1.2
 	github.com/gowebpki/jcs v1.0.2
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -16,7 +17,6 @@ require (
 
 require (
 	aidanwoods.dev/go-result v0.3.1 // indirect
-	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect

@@ -9,10 +9,12 @@ import (
 	"github.com/stateseal/stateseal/internal/canonjson"
 )
 
-// Default bounds of the arguments ArgsDigest accepts.
+// Default bounds of the arguments ArgsDigest accepts, and the largest
+// depth bound ArgsOptions may set.
 const (
 	DefaultMaxArgsBytes = 4 << 20 // 4 MiB
 	DefaultMaxArgsDepth = 64
+	MaxArgsDepthLimit   = canonjson.MaxDepthLimit // 10,000
 )
 
 // ErrArguments reports arguments that ArgsDigest refuses: not a JSON
@@ -32,7 +34,8 @@ type ArgsOptions struct {
 	// MaxBytes bounds the length of the arguments as received.
 	MaxBytes int
 	// MaxDepth bounds the nesting of objects and arrays; the arguments
-	// object itself is depth 1.
+	// object itself is depth 1. It is at most MaxArgsDepthLimit: Digest
+	// fails with another error than ErrArguments if it is larger.
 	MaxDepth int
 }
 
@@ -41,7 +44,8 @@ func ArgsDigest(args []byte) ([]byte, error) { return ArgsOptions{}.Digest(args)
 
 // Digest returns the SHA-256 digest of a JSON arguments object in the
 // canonical form of RFC 8785 (JSON Canonicalization Scheme), leaving out
-// the top-level members "_meta", "inputResponses" and "requestState". Key
+// the top-level members "_meta", "inputResponses" and "requestState",
+// whose values must still pass every rule below. Key
 // order and insignificant whitespace do not change the digest; any change
 // of a value does. Empty input, JSON whitespace and null digest as {}.
 //
@@ -74,6 +78,9 @@ func (o ArgsOptions) sum(args []byte) (sum [sha256.Size]byte, err error) {
 	}
 	if lim.MaxDepth <= 0 {
 		lim.MaxDepth = DefaultMaxArgsDepth
+	}
+	if lim.MaxDepth > MaxArgsDepthLimit {
+		return sum, fmt.Errorf("stateseal: ArgsOptions.MaxDepth %d is over %d", lim.MaxDepth, MaxArgsDepthLimit)
 	}
 	buf := canonBufs.Get().(*[]byte)
 	defer canonBufs.Put(buf)

@@ -2,7 +2,11 @@ package seal
 
 import (
 	"bytes"
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/stateseal/stateseal/internal/canonjson"
 )
 
 func TestArgsDigestStable(t *testing.T) {
@@ -79,4 +83,24 @@ func digest(t *testing.T, s string) []byte {
 		t.Fatalf("digest is %d bytes", len(d))
 	}
 	return d
+}
+
+// TestArgsDepthBound: MaxDepth reaches MaxArgsDepthLimit, where the
+// nesting is refused as too deep like under any other bound; a larger
+// bound is a configuration error, not a refusal of the arguments.
+func TestArgsDepthBound(t *testing.T) {
+	nest := func(n int) []byte {
+		return []byte(`{"a":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}`)
+	}
+	o := ArgsOptions{MaxDepth: MaxArgsDepthLimit}
+	if _, err := o.Digest(nest(MaxArgsDepthLimit)); err != nil {
+		t.Errorf("depth %d under its own bound: %v", MaxArgsDepthLimit, err)
+	}
+	if _, err := o.Digest(nest(MaxArgsDepthLimit + 1)); !errors.Is(err, canonjson.ErrTooDeep) {
+		t.Errorf("depth %d: %v, want too deep", MaxArgsDepthLimit+1, err)
+	}
+	o.MaxDepth++
+	if _, err := o.Digest([]byte(`{}`)); err == nil || errors.Is(err, ErrArguments) {
+		t.Errorf("MaxDepth %d: %v, want a configuration error", o.MaxDepth, err)
+	}
 }

@@ -3,6 +3,7 @@ package seal
 import (
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stateseal/stateseal/internal/canonjson"
@@ -127,11 +128,13 @@ func argsVectors(t *testing.T) []argsVector {
 		// Rule 1: size.
 		av(t, "size-at-limit", "10 bytes under a 10-byte limit", `{"a":"12"}`, bounds(10, 64)),
 		av(t, "size-over-limit", "11 bytes over a 10-byte limit", `{"a":"123"}`, bounds(10, 64)),
+		av(t, "size-counts-bytes", "9 characters but 10 bytes (é is two) over a 9-byte limit: the size counts bytes", `{"a":"é"}`, bounds(9, 64)),
 		av(t, "size-counts-whitespace", "9 bytes of object and 2 of whitespace over a 10-byte limit: the size is taken before trimming", ` {"a":"1"} `, bounds(10, 64)),
 		// Rule 2: whitespace and empty input.
 		av(t, "empty", "no bytes at all: the empty object", ``),
 		av(t, "whitespace-only", "JSON whitespace only: the empty object", " \t\r\n"),
 		av(t, "null", "null: the empty object", `null`),
+		av(t, "null-over-limit", "null over a 3-byte limit: the size is checked first, so refused, not the empty object", `null`, bounds(3, 64)),
 		av(t, "null-in-whitespace", "null between JSON whitespace: the empty object", " null\n"),
 		av(t, "byte-order-mark", "a UTF-8 byte-order mark is not JSON whitespace", "\ufeff{}"),
 		av(t, "vertical-tab", "\\v is not JSON whitespace", "\v{}"),
@@ -152,6 +155,12 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "lone-high-surrogate", "an escaped high surrogate with no low one", `{"a":"\ud800"}`),
 		av(t, "lone-low-surrogate", "an escaped low surrogate with no high one", `{"a":"\udc00x"}`),
 		av(t, "surrogate-pair", "an escaped surrogate pair is one character", `{"a":"\ud83d\ude00"}`),
+		av(t, "raw-control-character", "a raw U+0001 in a string: control characters must be escaped", "{\"a\":\"\x01\"}"),
+		av(t, "invalid-escape", "\\x is not one of JSON's escapes", `{"a":"\x41"}`),
+		av(t, "noncharacters", "U+FFFE, U+FFFF and U+FDD0, escaped and raw, are Unicode scalar values: accepted, written as UTF-8", `{"a":"\ufffe\uffff\ufdd0","b":"`+"\uffff\U0010fffe"+`"}`),
+		av(t, "plus-sign", "+1 is not a JSON number", `{"a":+1}`),
+		av(t, "trailing-comma", "a comma after the last member", `{"a":1,}`),
+		av(t, "trailing-comma-array", "a comma after the last element", `{"a":[1,]}`),
 		// Rule 5: depth.
 		av(t, "depth-at-limit", "three levels under a limit of 3: the object, an object, an array", `{"a":{"b":[1]}}`, bounds(1<<20, 3)),
 		av(t, "depth-over-limit", "four levels over a limit of 3", `{"a":{"b":[[1]]}}`, bounds(1<<20, 3)),
@@ -167,24 +176,37 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "fold-titlecase", "U+01C5 and U+01C6 fold together", `{"ǅ":1,"ǆ":2}`),
 		av(t, "fold-nested-in-array", "in an object inside an array", `{"l":[{"id":1,"ID":2}]}`),
 		av(t, "fold-protocol-member", "_meta and _Meta fold together, though the digest would leave _meta out", `{"_meta":1,"_Meta":2}`),
+		av(t, "fold-dotless-i", "ı (U+0131) folds to itself: upper-casing it then lower-casing would make it i", `{"i":1,"ı":2}`),
+		av(t, "fold-dotted-capital-i", "İ (U+0130) folds to itself: lower-casing it would make it i", `{"I":1,"İ":2}`),
+		av(t, "fold-unicode-14-pair", "U+A7C0 and U+A7C1, a case pair since Unicode 14.0, fold together", `{"\ua7c0":1,"\ua7c1":2}`),
+		av(t, "fold-unicode-16-pair", "U+A7CB and U+0264 became a case pair in Unicode 16.0: under 15.0.0 they do not fold together", `{"\u0264":1,"\ua7cb":2}`),
 		av(t, "sharp-s-is-not-ss", "simple folding, not full: ß and ss stay two names", `{"ß":1,"ss":2}`),
 		// Rule 8: exact numbers.
 		av(t, "numbers-same-value", "1.0, 1e2, 100e-2 and -0 are 1, 100, 1 and 0", `{"a":1.0,"b":1e2,"c":100e-2,"d":-0}`),
 		av(t, "numbers-ecmascript", "ECMAScript forms: 1e21, 1e-7, 0.1, 2^53, the largest and smallest doubles", `{"a":1e21,"b":0.0000001,"c":0.1,"d":9007199254740992,"e":1.7976931348623157e308,"f":5e-324}`),
+		av(t, "numbers-ecmascript-boundaries", "plain decimals from 1e-6 up to, not including, 1e21", `{"a":1e20,"b":1e16,"c":0.000001,"d":1.5e-6,"e":1e-5}`),
 		av(t, "integer-beyond-double", "2^53+1: a double rounds it to 2^53, an int64 keeps it", `{"n":9007199254740993}`),
 		av(t, "negative-integer-beyond-double", "-(2^53+1)", `{"n":-9007199254740993}`),
 		av(t, "fraction-beyond-double", "0.10000000000000001 is the double 0.1, but not the decimal 0.1", `{"n":0.10000000000000001}`),
 		av(t, "overflow", "1e400 is beyond any double", `{"n":1e400}`),
 		av(t, "underflow", "1e-400 is not zero, but a double rounds it to 0", `{"n":1e-400}`),
 		av(t, "zero-underflow", "0e-400 is zero", `{"n":0e-400}`),
+		av(t, "number-long-exact", "1 followed by 800 zeros, times 10^-800: exactly 1, however long the text (strconv.ParseFloat reads it as 0.1)", `{"n":1`+strings.Repeat("0", 800)+`e-800}`),
+		av(t, "number-long-inexact", "1, 800 zeros and a 1, times 10^-801: not the decimal 1", `{"n":1`+strings.Repeat("0", 800)+`1e-801}`),
 		// Rule 9: protocol members.
 		av(t, "protocol-members", "_meta, inputResponses and requestState at the top level are left out", `{"_meta":{"progressToken":1},"inputResponses":{"x":{}},"requestState":"abc","a":1}`),
 		av(t, "protocol-members-only", "only protocol members: the empty object", `{"requestState":"abc"}`),
 		av(t, "protocol-members-nested", "deeper down they stay", `{"x":{"_meta":1,"requestState":"s"}}`),
 		av(t, "protocol-member-escaped", "a name is compared after unescaping: \\u005fmeta is _meta", `{"\u005fmeta":1,"a":1}`),
 		av(t, "protocol-member-case", "_Meta is not _meta: it stays", `{"_Meta":1,"a":1}`),
+		av(t, "depth-inside-protocol-member", "four levels inside _meta, over a limit of 3: the digest leaves _meta out, but its value is checked", `{"_meta":{"a":[[1]]},"b":1}`, bounds(1<<20, 3)),
+		av(t, "fold-inside-protocol-member", "a and A inside _meta fold together: refused, though the digest leaves _meta out", `{"_meta":{"a":1,"A":2}}`),
+		av(t, "number-inside-protocol-member", "1e400 as requestState's value: refused, though the digest leaves it out", `{"requestState":1e400,"b":1}`),
 		// Rule 10: serialization.
 		av(t, "sort-utf16", "names sort by UTF-16 code units: U+1F600 (D83D DE00) before U+FB33", `{"\ufb33":1,"\ud83d\ude00":2,"a":3}`),
 		av(t, "string-escapes", "minimal escapes: control characters as \\u00xx, / and U+2028 as themselves", `{"s":"\u00e9\u001f\"\\\/\u2028\t"}`),
+		av(t, "string-short-escapes", "U+0008, U+000C, U+000A, U+000D and U+0009 as \\b \\f \\n \\r \\t", `{"s":"\u0008\u000c\u000a\u000d\u0009"}`),
+		av(t, "string-del-and-c1", "U+007F and U+0080 to U+009F are not escaped: only U+0000 to U+001F are", `{"s":"\u007f\u0080\u0085\u009f"}`),
+		av(t, "string-html-characters", "<, > and & as themselves", `{"s":"<a href=\"x\">&amp;</a>"}`),
 	}
 }

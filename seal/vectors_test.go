@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,13 +33,13 @@ type vectorFile struct {
 type vector struct {
 	Name    string      `json:"name"`
 	Comment string      `json:"comment"`
-	Key     vectorKey   `json:"key"`
+	Key     vectorKey   `json:"key,omitzero"` // the opener's key; none for not_sealed
 	Binding vectorBind  `json:"binding"`
 	Payload string      `json:"payload"`        // hex
-	Seal    *vectorSeal `json:"seal,omitempty"` // ok vectors: how the token was sealed
+	Seal    *vectorSeal `json:"seal,omitempty"` // ok and not_sealed vectors: the sealer's side
 	AD      string      `json:"associated_data,omitempty"`
 	Token   string      `json:"token"`
-	Open    vectorCheck `json:"open"`
+	Open    vectorCheck `json:"open,omitzero"` // none for not_sealed
 	Expect  string      `json:"expect"`
 }
 
@@ -60,19 +61,23 @@ type vectorBind struct {
 	Context    string `json:"context"`     // hex: bound as raw bytes
 }
 
-// vectorSeal is the sealer's side of an ok vector: at now, a requested ttl
-// (milliseconds; 0 means the default) under the sealer's default and
-// maximum TTL (seconds), with this nonce (AEAD), seals to the token.
+// vectorSeal is the sealer's side of a vector: at now (Unix
+// milliseconds), a requested ttl (milliseconds; 0 means the default) under
+// the sealer's default and maximum TTL (seconds) and maximum token length,
+// with the keyset keys (in keyset order) and this nonce (AEAD), seals the
+// payload to the token, or refuses (not_sealed).
 type vectorSeal struct {
-	Now        int64  `json:"now"`
-	TTLMillis  int64  `json:"ttl_ms"`
-	DefaultTTL int64  `json:"default_ttl"`
-	MaxTTL     int64  `json:"max_ttl"`
-	Nonce      string `json:"nonce,omitempty"` // hex
+	NowMillis   int64       `json:"now_ms"`
+	TTLMillis   int64       `json:"ttl_ms"`
+	DefaultTTL  int64       `json:"default_ttl"`
+	MaxTTL      int64       `json:"max_ttl"`
+	MaxTokenLen int         `json:"max_token_len"`
+	Keys        []vectorKey `json:"keys"`
+	Nonce       string      `json:"nonce,omitempty"` // hex
 }
 
 type vectorCheck struct {
-	Now         int64 `json:"now"`
+	NowMillis   int64 `json:"now_ms"` // Unix milliseconds
 	MaxTTL      int64 `json:"max_ttl"`
 	Skew        int64 `json:"skew"`
 	MaxTokenLen int   `json:"max_token_len"` // bytes of the token as sent
@@ -82,9 +87,10 @@ var expectErr = map[string]error{
 	"ok": nil, "malformed": ErrMalformed, "too_large": ErrTooLarge,
 	"unknown_key": ErrUnknownKey, "invalid": ErrInvalid,
 	"expired": ErrExpired, "not_yet_valid": ErrNotYetValid,
+	"not_sealed": nil, // the sealer refuses; nothing is opened
 }
 
-func readVectors(t *testing.T) vectorFile {
+func readVectors(t testing.TB) vectorFile {
 	t.Helper()
 	data, err := os.ReadFile(vectorsFile)
 	if err != nil {
@@ -115,13 +121,23 @@ func TestVectors(t *testing.T) {
 			if !ok {
 				t.Fatalf("unknown expectation %q", v.Expect)
 			}
+			if v.Expect == "not_sealed" {
+				if _, err := v.seal(t, v.binding(t)); err == nil {
+					t.Fatal("sealed; the vector says the sealer refuses")
+				}
+				return
+			}
 			s, b := v.opener(t)
 			payload, err := s.Open(b, v.Token)
 			if want == nil {
 				if err != nil || !bytes.Equal(payload, unhex(t, v.Payload)) {
 					t.Fatalf("Open = %x, %v; want payload %s", payload, err, v.Payload)
 				}
-				v.checkSeal(t, b)
+				if v.Seal != nil {
+					v.checkSeal(t, b)
+				} else if !slices.Contains(handMade, v.Name) {
+					t.Fatal("an ok vector without sealer settings")
+				}
 				return
 			}
 			if !errors.Is(err, want) {
@@ -140,9 +156,9 @@ func TestVectors(t *testing.T) {
 // unrelated active key, since a ring needs one that can seal.
 func (v *vector) opener(t *testing.T) (*Sealer, Binding) {
 	t.Helper()
-	k := v.key(t)
+	k := v.Key.parse(t)
 	filler := vkey("filler", keyring.AEAD)
-	now := time.Unix(v.Open.Now, 0)
+	now := time.UnixMilli(v.Open.NowMillis)
 	s, err := New(newRing(t, k, filler), WithClock(func() time.Time { return now }),
 		WithMaxTTL(time.Duration(v.Open.MaxTTL)*time.Second),
 		WithDefaultTTL(time.Second),
@@ -154,22 +170,22 @@ func (v *vector) opener(t *testing.T) (*Sealer, Binding) {
 	return s, v.binding(t)
 }
 
-func (v *vector) key(t *testing.T) keyring.Key {
+func (k vectorKey) parse(t *testing.T) keyring.Key {
 	t.Helper()
-	alg, err := keyring.ParseAlgorithm(v.Key.Algorithm)
+	alg, err := keyring.ParseAlgorithm(k.Algorithm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := keyring.ParseState(v.Key.State)
+	st, err := keyring.ParseState(k.State)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := hex.DecodeString(v.Key.ID)
+	id, err := hex.DecodeString(k.ID)
 	if err != nil || len(id) != 4 {
-		t.Fatalf("key id %q", v.Key.ID)
+		t.Fatalf("key id %q", k.ID)
 	}
 	return keyring.Key{ID: binary.BigEndian.Uint32(id), Algorithm: alg, State: st,
-		Activation: time.Unix(v.Key.Activation, 0), Material: unhex(t, v.Key.Material)}
+		Activation: time.Unix(k.Activation, 0), Material: unhex(t, k.Material)}
 }
 
 func (v *vector) binding(t *testing.T) Binding {
@@ -180,31 +196,52 @@ func (v *vector) binding(t *testing.T) Binding {
 	}
 }
 
-// checkSeal seals the vector's payload again with its sealer settings and
-// nonce, and expects the very same token and associated data.
-func (v *vector) checkSeal(t *testing.T, b Binding) {
+// handMade are the ok vectors no sealer makes, made by hand with the key.
+var handMade = []string{"mac-lifetime-zero"}
+
+// sealed is a token sealed again from a vector, and the scratch whose
+// buffer starts with its associated data.
+type sealed struct {
+	sc  *scratch
+	tok string
+}
+
+// seal seals the vector's payload with its sealer settings, keyset and
+// nonce.
+func (v *vector) seal(t *testing.T, b Binding) (sealed, error) {
 	t.Helper()
-	if v.Seal == nil {
-		t.Fatal("an ok vector without sealer settings")
+	var keys []keyring.Key
+	for _, k := range v.Seal.Keys {
+		keys = append(keys, k.parse(t))
 	}
-	k := v.key(t)
-	k.State, k.Activation = keyring.Active, time.Unix(v.Seal.Now, 0)
-	at := time.Unix(v.Seal.Now, 0)
-	s, err := New(newRing(t, k), WithClock(func() time.Time { return at }),
-		WithMaxTTL(time.Duration(v.Seal.MaxTTL)*time.Second), WithDefaultTTL(time.Duration(v.Seal.DefaultTTL)*time.Second))
+	at := time.UnixMilli(v.Seal.NowMillis)
+	s, err := New(newRing(t, keys...), WithClock(func() time.Time { return at }),
+		WithMaxTTL(time.Duration(v.Seal.MaxTTL)*time.Second), WithDefaultTTL(time.Duration(v.Seal.DefaultTTL)*time.Second),
+		WithMaxTokenLen(v.Seal.MaxTokenLen))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc := &scratch{}
 	raw, err := s.sealRaw(sc, b, unhex(t, v.Payload), time.Duration(v.Seal.TTLMillis)*time.Millisecond, unhex(t, v.Seal.Nonce))
 	if err != nil {
+		return sealed{}, err
+	}
+	return sealed{sc, string(envelope.AppendEncode(nil, raw))}, nil
+}
+
+// checkSeal seals the vector's payload again with its sealer settings and
+// nonce, and expects the very same token and associated data.
+func (v *vector) checkSeal(t *testing.T, b Binding) {
+	t.Helper()
+	s, err := v.seal(t, b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(envelope.AppendEncode(nil, raw)); got != v.Token {
-		t.Fatalf("sealed again:\n%s\nwant\n%s", got, v.Token)
+	if s.tok != v.Token {
+		t.Fatalf("sealed again:\n%s\nwant\n%s", s.tok, v.Token)
 	}
 	// sealRaw leaves the associated data at the start of its buffer.
-	if ad := hex.EncodeToString(sc.buf[:len(v.AD)/2]); ad != v.AD {
+	if ad := hex.EncodeToString(s.sc.buf[:len(v.AD)/2]); ad != v.AD {
 		t.Fatalf("associated data %s, want %s", ad, v.AD)
 	}
 }

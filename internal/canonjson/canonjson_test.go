@@ -1,10 +1,15 @@
 package canonjson
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gowebpki/jcs"
 )
 
@@ -12,7 +17,7 @@ var lim = Limits{MaxBytes: 1 << 20, MaxDepth: 64}
 
 var exclude = []string{"_meta", "inputResponses", "requestState"}
 
-func canon(t *testing.T, in string) string {
+func canonOf(t *testing.T, in string) string {
 	t.Helper()
 	out, err := Append(nil, []byte(in), lim, exclude)
 	if err != nil {
@@ -36,7 +41,7 @@ func TestCanonical(t *testing.T) {
 		// An escaped name is compared after unescaping.
 		{`{"\u005fmeta":1,"a":1}`, `{"a":1}`},
 	} {
-		if got := canon(t, c.in); got != c.want {
+		if got := canonOf(t, c.in); got != c.want {
 			t.Errorf("Append(%s) = %s, want %s", c.in, got, c.want)
 		}
 	}
@@ -76,11 +81,34 @@ func TestRefuses(t *testing.T) {
 		{`{"a":NaN}`, ErrSyntax},
 		{`{"_meta":1,"_meta":2}`, ErrDuplicate},
 		{`{"_meta":{"a":1,"a":2}}`, ErrDuplicate},
+		// The protocol members are left out of the text, not out of the rules.
+		{`{"_meta":{"a":1,"A":2}}`, ErrFolded},
+		{`{"_meta":1e400}`, ErrNumber},
+		{`{"requestState":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`, ErrTooDeep},
 	} {
 		_, err := Append(nil, []byte(c.in), lim, exclude)
 		if !errors.Is(err, c.want) {
 			t.Errorf("Append(%q) = %v, want %v", c.in, err, c.want)
 		}
+	}
+}
+
+// TestLargeObjects: objects of more than 16 members take the hashed
+// path for their names.
+func TestLargeObjects(t *testing.T) {
+	var members []string
+	for i := range 20 {
+		members = append(members, fmt.Sprintf(`"n%d":%d`, 19-i, i))
+	}
+	obj := func(extra string) []byte { return []byte("{" + strings.Join(members, ",") + extra + "}") }
+	for extra, want := range map[string]error{`,"N7":1`: ErrFolded, `,"n7":1`: ErrDuplicate, `,"\u212a":1,"k":2`: ErrFolded, `,"x":1`: nil} {
+		if _, err := Append(nil, obj(extra), lim, exclude); !errors.Is(err, want) || want == nil && err != nil {
+			t.Errorf("20 members and %s: %v, want %v", extra, err, want)
+		}
+	}
+	got, err := Append(nil, obj(""), lim, exclude)
+	if err != nil || !strings.HasPrefix(string(got), `{"n0":19,"n1":18,"n10":9,`) {
+		t.Errorf("20 members: %s %v", got, err)
 	}
 }
 
@@ -102,6 +130,20 @@ func TestBounds(t *testing.T) {
 	deeper := strings.Repeat(`{"a":`, 64) + "[1]" + strings.Repeat("}", 64)
 	if _, err := Append(nil, []byte(deeper), lim, exclude); !errors.Is(err, ErrTooDeep) {
 		t.Errorf("depth 65: %v, want ErrTooDeep", err)
+	}
+	// Nesting is bounded by MaxDepth alone, up to MaxDepthLimit.
+	limit := Limits{MaxBytes: 1 << 20, MaxDepth: MaxDepthLimit}
+	nest := func(n int) []byte { return []byte(strings.Repeat("[", n-1) + strings.Repeat("]", n-1)) }
+	if _, err := Append(nil, append(append([]byte(`{"a":`), nest(MaxDepthLimit)...), '}'), limit, exclude); err != nil {
+		t.Errorf("depth %d at its bound refused: %v", MaxDepthLimit, err)
+	}
+	if _, err := Append(nil, append(append([]byte(`{"a":`), nest(MaxDepthLimit+1)...), '}'), limit, exclude); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("depth %d: %v, want ErrTooDeep", MaxDepthLimit+1, err)
+	}
+	for _, bad := range []Limits{{1, 0}, {0, 1}, {1, MaxDepthLimit + 1}} {
+		if _, err := Append(nil, []byte(`{}`), bad, exclude); err == nil {
+			t.Errorf("limits %+v accepted", bad)
+		}
 	}
 	small := Limits{MaxBytes: 10, MaxDepth: 64}
 	if _, err := Append(nil, []byte(`{"a":"123"}`), small, exclude); !errors.Is(err, ErrTooLarge) {
@@ -125,20 +167,95 @@ func TestMatchesJCS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := canon(t, in); got != string(want) {
+		if got := canonOf(t, in); got != string(want) {
 			t.Errorf("Append(%s)\n = %s\nJCS %s", in, got, want)
 		}
 	}
 }
 
-func TestFoldMatchesEqualFold(t *testing.T) {
+// TestFoldHash: names that encoding/json's folding matches hash equal,
+// for these names and for every character and the others of its orbit.
+func TestFoldHash(t *testing.T) {
 	names := []string{"a", "A", "k", "K", "\u212a", "s", "S", "ſ", "ß", "ẞ", "Σ", "σ", "ς", "ǅ", "ǆ", "Ǆ", "é", "É", "i", "İ", "ı"}
 	for _, x := range names {
 		for _, y := range names {
-			fx, fy := appendFolded(nil, []byte(x)), appendFolded(nil, []byte(y))
-			if (string(fx) == string(fy)) != strings.EqualFold(x, y) {
-				t.Errorf("%q %q: folded equal %v, EqualFold %v", x, y, string(fx) == string(fy), strings.EqualFold(x, y))
+			hx, hy := foldHash([]byte(x)), foldHash([]byte(y))
+			if (hx == hy) != strings.EqualFold(x, y) {
+				t.Errorf("%q %q: hashes equal %v, EqualFold %v", x, y, hx == hy, strings.EqualFold(x, y))
 			}
 		}
+	}
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if 0xD800 <= r && r < 0xE000 {
+			continue
+		}
+		h := foldHash(utf8.AppendRune(nil, r))
+		for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+			if foldHash(utf8.AppendRune(nil, o)) != h {
+				t.Fatalf("%U and %U fold together but hash apart", r, o)
+			}
+		}
+	}
+}
+
+// BenchmarkAppend: the canonical text of a 150 KB object of mixed members
+// (bench/ measures the whole digest against other implementations).
+func BenchmarkAppend(b *testing.B) {
+	var big strings.Builder
+	big.WriteString(`{"items":[`)
+	for i := 0; big.Len() < 150_000; i++ {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `{"id":%d,"name":"item number %d","price":%d.25,"tags":["a","b","c"],"ok":true,"note":null}`, i, i, i%1000)
+	}
+	big.WriteString(`],"requestState":"abc","_meta":{"progressToken":1}}`)
+	in := []byte(big.String())
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	var out []byte
+	for b.Loop() {
+		var err error
+		if out, err = Append(out[:0], in, lim, exclude); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzJSONText: whatever Append accepts, jsontext (another RFC 8785
+// implementation) accepts too and writes to the same canonical text.
+func FuzzJSONText(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, ` { "b" : "x" , "a" : -12 } `, `{"a":true,"B":null,"c":[false,{}]}`,
+		`{"a":-0}`, `{"a":1.5e300,"b":-2.5E-7,"c":100e-2,"d":0.000001}`, `{"\u00e9":"\u0000\u001f\ud83d\ude00","\ufb33":"<>&\/"}`,
+		`{"a":123456789012345678}`, `{"a":1e21,"b":1e20,"c":12345678901234567e-30}`} {
+		f.Add([]byte(s))
+	}
+	opts := []jsontext.Options{jsontext.CanonicalizeRawInts(true), jsontext.CanonicalizeRawFloats(true), jsontext.ReorderRawObjects(true)}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := Append(nil, in, lim, nil)
+		if err != nil || len(in) > 700 { // strconv misreads numbers of more than 800 digits
+			return
+		}
+		if s := bytes.Trim(in, " \t\r\n"); len(s) == 0 || string(s) == "null" {
+			return
+		}
+		want, err := jsontext.AppendFormat(nil, in, opts...)
+		if err != nil {
+			t.Fatalf("%q: Append accepted it, jsontext refuses: %v", in, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%q:\nAppend   %s\njsontext %s", in, got, want)
+		}
+	})
+}
+
+// TestUnicodeVersion: FORMAT.md's rule 7 folds by Unicode 15.0.0, the
+// version of Go's unicode tables that foldHash and bytes.EqualFold use. A
+// Go release with newer tables folds more names together (the vector
+// fold-unicode-16-pair then fails too): the format must not follow it
+// silently.
+func TestUnicodeVersion(t *testing.T) {
+	if unicode.Version != "15.0.0" {
+		t.Fatalf("Go's unicode tables are %s; FORMAT.md's folding is 15.0.0's", unicode.Version)
 	}
 }
