@@ -36,8 +36,10 @@ echo "== fuzz ($FUZZTIME per target)"
 for target in FuzzOpen FuzzRoundTrip FuzzArgsDigest FuzzDecode FuzzParseKeyset FuzzKEKURL; do
 	go test ./fuzz -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME"
 done
-# The argument digest's fast path against its full path.
-go test ./internal/canonjson -run '^$' -fuzz '^FuzzFlat$' -fuzztime "$FUZZTIME"
+# The argument digest against jsontext, and against the model written from
+# docs/FORMAT.md.
+go test ./internal/canonjson -run '^$' -fuzz '^FuzzJSONText$' -fuzztime "$FUZZTIME"
+go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
