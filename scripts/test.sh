@@ -28,6 +28,14 @@ echo "== go vet"
 go vet ./...
 (cd bench && go vet ./...)
 
+echo "== build and vet for linux, darwin and windows"
+# The token core (seal, keyring) must build everywhere Go does; the rest
+# too, with Unix-only parts behind build tags.
+for goos in linux darwin windows; do
+	GOOS=$goos go build ./...
+	GOOS=$goos go vet ./...
+done
+
 echo "== staticcheck"
 go run "$STATICCHECK" ./...
 (cd bench && go run "$STATICCHECK" ./...)

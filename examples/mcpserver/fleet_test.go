@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,7 +64,7 @@ func (in *instance) start(env []string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), env...), "STATESEAL_MCPSERVER_ARGS="+strings.Join(in.args, " "))
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testservers.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		in.t.Fatal(err)
 	}

@@ -103,8 +103,7 @@ func (p *Process) Start() {
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
-	// The server dies with the test binary, even on SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("starting %s: %v", p.name, err)
 	}
@@ -130,10 +129,15 @@ func (p *Process) Stop() {
 	if p.cmd == nil {
 		return
 	}
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	kill(p.cmd)
 	p.cmd.Wait()
 	p.cmd = nil
 }
 
 // Addr is the server's loopback address, host:port.
 func (p *Process) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
+
+// SysProcAttr is what a test gives a child process (a server, or the test
+// binary re-executed) so that it dies with the test where the platform
+// allows it (Linux), in a process group of its own on Unix.
+func SysProcAttr() *syscall.SysProcAttr { return procAttr() }
