@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,6 +37,12 @@ const localPrefix = "stateseal-kek-v1:"
 const localVersion = 1
 
 type localKEK struct{ aead cipher.AEAD }
+
+var _ io.Closer = (*localKEK)(nil)
+
+// Close does nothing: a local KEK holds no connection. It is there so that
+// callers close every KEK alike.
+func (k *localKEK) Close() error { return nil }
 
 func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
 	path, env, err := LocalSource(u, o.Dir)

@@ -29,11 +29,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
@@ -59,7 +61,12 @@ type KEK struct {
 	client *kms.Client
 	key    string
 	url    string // redacted, for errors
+	// own is the HTTP transport this KEK made (nil when the opener was
+	// given an *http.Client): Close releases its idle connections.
+	own *http.Transport
 }
+
+var _ io.Closer = (*KEK)(nil)
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	key := strings.TrimPrefix(u.Host+u.Path, "/")
@@ -74,6 +81,20 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 		}
 	}
 	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(3)}
+	var own *http.Transport
+	if hc == nil {
+		// A transport of this KEK's own, with the SDK's defaults, so that
+		// Close can release its connections: the SDK's default client
+		// hides its transport, and each one would keep its idle
+		// connections (two goroutines each) until they time out.
+		own = awshttp.NewBuildableClient().GetTransport()
+		hc = &http.Client{Transport: own, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // as the SDK's client: redirects are answers
+		}}
+	}
+	// Every client the configuration makes (KMS, and STS, SSO or IMDS for
+	// credentials) shares the one transport.
+	opts = append(opts, config.WithHTTPClient(hc))
 	if r := q.Get("region"); r != "" {
 		opts = append(opts, config.WithRegion(r))
 	}
@@ -85,11 +106,19 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 		if e := q.Get("endpoint"); e != "" {
 			o.BaseEndpoint = aws.String(e)
 		}
-		if hc != nil {
-			o.HTTPClient = hc
-		}
+		o.HTTPClient = hc
 	})
-	return &KEK{client: client, key: key, url: name}, nil
+	return &KEK{client: client, key: key, url: name, own: own}, nil
+}
+
+// Close releases the KEK's idle connections. Calls in flight finish; the
+// KEK is not used after Close. A KEK whose opener was given an HTTP client
+// leaves that client alone: its owner closes it.
+func (k *KEK) Close() error {
+	if k.own != nil {
+		k.own.CloseIdleConnections()
+	}
+	return nil
 }
 
 // encryptionContext carries ad whole, and the keyset id and key id as

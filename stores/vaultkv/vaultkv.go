@@ -15,6 +15,8 @@
 // The server and credentials come from the environment, as for the vault
 // backend (package backends/vault): VAULT_ADDR, VAULT_CACERT,
 // VAULT_NAMESPACE, and VAULT_TOKEN or VAULT_ROLE_ID with VAULT_SECRET_ID.
+// The store uses that package's Session: one client and one login per
+// configuration in a process, shared with vault KEKs. Close gives it back.
 package vaultkv
 
 import (
@@ -22,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -49,9 +52,24 @@ func Opener(hc *http.Client) stores.Opener {
 
 // A Store is a keyset in a KV v2 secret.
 type Store struct {
-	logical     *api.Logical
+	s           *vault.Session
 	mount, path string
 	name        string
+}
+
+var _ io.Closer = (*Store)(nil)
+
+// Close gives the store's Vault session back (vault.Session.Close). The
+// store is not used after Close.
+func (s *Store) Close() error { return s.s.Close() }
+
+func (s *Store) read(ctx context.Context, path string) (*api.Secret, error) {
+	var sec *api.Secret
+	err := s.s.Do(ctx, func(c *api.Client) (err error) {
+		sec, err = c.Logical().ReadWithContext(ctx, path)
+		return err
+	})
+	return sec, err
 }
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
@@ -61,11 +79,11 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
 	if !ok || mount == "" || path == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("vault-kv: %s is not vault-kv://MOUNT/PATH", name)
 	}
-	c, err := vault.Client(ctx, hc)
+	sess, err := vault.OpenSession(ctx, hc)
 	if err != nil {
 		return nil, fmt.Errorf("vault-kv %s: %w", name, err)
 	}
-	return &Store{logical: c.Logical(), mount: mount, path: path, name: name}, nil
+	return &Store{s: sess, mount: mount, path: path, name: name}, nil
 }
 
 // String is the store's URL.
@@ -73,7 +91,7 @@ func (s *Store) String() string { return s.name }
 
 // Read returns the keyset and the secret's version.
 func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
-	sec, err := s.logical.ReadWithContext(ctx, s.mount+"/data/"+s.path)
+	sec, err := s.read(ctx, s.mount+"/data/"+s.path)
 	if err != nil {
 		return nil, "", fmt.Errorf("vault-kv %s: read: %w", s.name, err)
 	}
@@ -105,7 +123,7 @@ func version(v any) (string, error) {
 
 // Revision returns the secret's current version from its metadata.
 func (s *Store) Revision(ctx context.Context) (string, error) {
-	sec, err := s.logical.ReadWithContext(ctx, s.mount+"/metadata/"+s.path)
+	sec, err := s.read(ctx, s.mount+"/metadata/"+s.path)
 	if err != nil {
 		return "", fmt.Errorf("vault-kv %s: metadata: %w", s.name, err)
 	}
@@ -126,9 +144,13 @@ func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, err
 		}
 		cas = n
 	}
-	sec, err := s.logical.WriteWithContext(ctx, s.mount+"/data/"+s.path, map[string]any{
-		"options": map[string]any{"cas": cas},
-		"data":    map[string]any{"keyset": string(data)},
+	var sec *api.Secret
+	err := s.s.Do(ctx, func(c *api.Client) (err error) {
+		sec, err = c.Logical().WriteWithContext(ctx, s.mount+"/data/"+s.path, map[string]any{
+			"options": map[string]any{"cas": cas},
+			"data":    map[string]any{"keyset": string(data)},
+		})
+		return err
 	})
 	var re *api.ResponseError
 	if errors.As(err, &re) && re.StatusCode == http.StatusBadRequest && strings.Contains(strings.Join(re.Errors, " "), "check-and-set") {
