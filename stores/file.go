@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,10 +50,6 @@ func revision(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// MaxSize bounds a keyset document in any store: a keyset holds a handful
-// of keys, and a larger document is a mistake or an attack.
-const MaxSize = 1 << 20
-
 // Read returns the file's bytes and their SHA-256.
 func (f *File) Read(context.Context) ([]byte, string, error) {
 	data, err := readFile(f.path)
@@ -62,16 +59,31 @@ func (f *File) Read(context.Context) ([]byte, string, error) {
 	return data, revision(data), nil
 }
 
+// readFile reads at most MaxSize bytes: a larger file is refused by its
+// size before it is read, and one that grows while it is read (or a pipe)
+// once MaxSize+1 bytes have been read.
 func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxSize {
+		return nil, TooLarge("stores: "+path, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
 	if len(data) > MaxSize {
-		return nil, fmt.Errorf("stores: %s is %d bytes, over the %d-byte limit", path, len(data), MaxSize)
+		return nil, TooLarge("stores: "+path, -1)
 	}
 	return data, nil
 }
@@ -79,6 +91,9 @@ func readFile(path string) ([]byte, error) {
 // Write replaces the file if its bytes still hash to rev ("": if it does
 // not exist).
 func (f *File) Write(_ context.Context, data []byte, rev string) (string, error) {
+	if len(data) > MaxSize {
+		return "", TooLarge("stores: "+f.path, int64(len(data)))
+	}
 	path, err := resolve(f.path)
 	if err != nil {
 		return "", err

@@ -60,7 +60,27 @@ var (
 	ErrConflict = errors.New("keyset changed since it was read")
 	// ErrNotFound reports a store that holds no keyset.
 	ErrNotFound = errors.New("no keyset")
+	// ErrTooLarge reports a document over MaxSize, which no store reads
+	// or writes. Its message names the bound.
+	ErrTooLarge = fmt.Errorf("keyset document over the %d-byte (1 MiB) limit, stores.MaxSize", MaxSize)
 )
+
+// MaxSize bounds a keyset document in every store: a keyset holds a
+// handful of keys, and a larger document is a mistake or an attack. Each
+// store checks it before the document is transferred or read whole: the
+// file's size before reading it, Redis's HSTRLEN inside the read script,
+// Vault's answer as it is received.
+const MaxSize = 1 << 20
+
+// TooLarge returns the error a store reports for a document of n bytes
+// (n < 0: of a size not known, over the bound) in the store called name:
+// it matches ErrTooLarge and names the bound.
+func TooLarge(name string, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%s: %w", name, ErrTooLarge)
+	}
+	return fmt.Errorf("%s: %w: it holds %d bytes", name, ErrTooLarge, n)
+}
 
 // An Opener opens the store a URL names.
 type Opener func(ctx context.Context, u *url.URL) (Store, error)

@@ -12,6 +12,11 @@
 // host made it. A loader polls the secret's metadata, which is cheaper
 // than reading the document, and reads only when the version changed.
 //
+// Reads are bounded: an answer longer than twice stores.MaxSize plus 64
+// KiB (the document JSON-escaped, and the metadata) is refused by its
+// Content-Length before its body is read, or once that much has come, and
+// a document over stores.MaxSize in it is refused too.
+//
 // The server and credentials come from the environment, as for the vault
 // backend (package backends/vault): VAULT_ADDR, VAULT_CACERT,
 // VAULT_NAMESPACE, and VAULT_TOKEN or VAULT_ROLE_ID with VAULT_SECRET_ID.
@@ -63,12 +68,63 @@ var _ io.Closer = (*Store)(nil)
 // store is not used after Close.
 func (s *Store) Close() error { return s.s.Close() }
 
+// maxAnswer bounds Vault's answer to a read: the document JSON-escaped
+// (a keyset's quotes double) and the secret's metadata around it.
+const maxAnswer = 2*stores.MaxSize + 64<<10
+
+// errAnswerTooLarge is an answer over maxAnswer, refused by its length or
+// as it is received.
+var errAnswerTooLarge = errors.New("answer too large")
+
+// bounded is a response body that fails once more than maxAnswer bytes
+// have come.
+type bounded struct {
+	r    io.ReadCloser
+	left int64
+}
+
+func (b *bounded) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errAnswerTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *bounded) Close() error { return b.r.Close() }
+
+// read reads path, refusing an answer over maxAnswer before reading it
+// when Vault says its length (it does), and else once that much has come.
 func (s *Store) read(ctx context.Context, path string) (*api.Secret, error) {
 	var sec *api.Secret
 	err := s.s.Do(ctx, func(c *api.Client) (err error) {
-		sec, err = c.Logical().ReadWithContext(ctx, path)
+		if _, ok := ctx.Deadline(); !ok && c.ClientTimeout() > 0 {
+			// The raw calls ignore the client's timeout; the others keep it.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.ClientTimeout())
+			defer cancel()
+		}
+		resp, err := c.Logical().ReadRawWithContext(ctx, path)
+		if resp != nil {
+			if resp.ContentLength > maxAnswer {
+				resp.Body.Close()
+				return errAnswerTooLarge
+			}
+			resp.Body = &bounded{r: resp.Body, left: maxAnswer + 1}
+		}
+		sec, err = c.Logical().ParseRawResponseAndCloseBody(resp, err)
+		if resp != nil && resp.Body.(*bounded).left <= 0 {
+			return errAnswerTooLarge
+		}
 		return err
 	})
+	if errors.Is(err, errAnswerTooLarge) {
+		return nil, stores.TooLarge("vault-kv "+s.name, -1)
+	}
 	return sec, err
 }
 
@@ -103,6 +159,9 @@ func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
 	if !ok {
 		return nil, "", fmt.Errorf("vault-kv %s: the secret has no \"keyset\" field", s.name)
 	}
+	if len(doc) > stores.MaxSize {
+		return nil, "", stores.TooLarge("vault-kv "+s.name, int64(len(doc)))
+	}
 	meta, _ := sec.Data["metadata"].(map[string]any)
 	v, err := version(meta["version"])
 	if err != nil {
@@ -136,6 +195,9 @@ func (s *Store) Revision(ctx context.Context) (string, error) {
 // Write stores data as a new version if the secret is still at version
 // rev ("": it must not exist; options.cas 0).
 func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, error) {
+	if len(data) > stores.MaxSize {
+		return "", stores.TooLarge("vault-kv "+s.name, int64(len(data)))
+	}
 	cas := 0
 	if rev != "" {
 		n, err := strconv.Atoi(rev)

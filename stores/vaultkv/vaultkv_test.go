@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/vault/api"
 
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/stores"
 	"github.com/stateseal/stateseal/stores/storetest"
 	_ "github.com/stateseal/stateseal/stores/vaultkv"
 )
@@ -54,4 +59,56 @@ func TestConformance(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	storetest.Run(t, &harness{v: v})
+}
+
+// TestSizeBound (finding 9): a 16 MiB document written into the secret
+// behind the store's back is refused by its answer's length, before the
+// answer is read: the read allocates far less than the document.
+func TestSizeBound(t *testing.T) {
+	v := testservers.StartVault(t) // a dev server: KV v2 at secret/
+	v.Env(t)
+	c, err := api.NewClient(&api.Config{Address: v.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetToken(v.Token)
+	ctx := context.Background()
+	s, err := stores.Open(ctx, "vault-kv://secret/stateseal/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.(io.Closer).Close()
+	if _, err := s.Write(ctx, make([]byte, stores.MaxSize+1), ""); !errors.Is(err, stores.ErrTooLarge) {
+		t.Fatalf("Write of MaxSize+1 bytes: %v, want ErrTooLarge", err)
+	}
+	if _, err := c.Logical().Write("secret/data/stateseal/big", map[string]any{
+		"data": map[string]any{"keyset": strings.Repeat("x", 16<<20)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.(stores.Revisioner).Revision(ctx); err != nil { // connections ready
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	_, _, err = s.Read(ctx)
+	runtime.ReadMemStats(&m1)
+	if !errors.Is(err, stores.ErrTooLarge) || !strings.Contains(err.Error(), "1048576-byte") {
+		t.Fatalf("Read of a 16 MiB document: %v, want ErrTooLarge naming the bound", err)
+	}
+	n := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("16 MiB document refused after allocating %d bytes: %v", n, err)
+	if n > 256<<10 {
+		t.Errorf("refusing a 16 MiB document allocated %d bytes: it was read", n)
+	}
+	// A document at the bound is read.
+	if _, err := c.Logical().Write("secret/data/stateseal/big", map[string]any{
+		"data": map[string]any{"keyset": strings.Repeat(`"`, stores.MaxSize)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := s.Read(ctx); err != nil || len(data) != stores.MaxSize {
+		t.Fatalf("Read of a MaxSize document of quotes: %d bytes, %v", len(data), err)
+	}
 }
