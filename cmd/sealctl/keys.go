@@ -57,7 +57,7 @@ func newInit(p *paths) *cobra.Command {
 			if created != "" {
 				fmt.Fprintf(w, "created KEK %s (mode 0600): keep it secret, back it up\n", created)
 			}
-			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, path, keyring.FormatID(res.Key), a, backends.Redact(kek))
+			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, stores.Redact(path), keyring.FormatID(res.Key), a, backends.Redact(kek))
 			return nil
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
+	"github.com/stateseal/stateseal/stores"
 )
 
 type keyRow struct {
@@ -136,7 +137,7 @@ func newVerify(p *paths) *cobra.Command {
 				return p.inFile(err)
 			}
 			if failed > 0 {
-				return fmt.Errorf("%s: %d of %d keys do not unwrap", path, failed, len(ks.Keys))
+				return fmt.Errorf("%s: %d of %d keys do not unwrap", stores.Redact(path), failed, len(ks.Keys))
 			}
 			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", ks.ID, ks.Version, len(ks.Keys))
 			return nil

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
@@ -68,12 +67,12 @@ func (p *paths) inFile(err error) error {
 		return nil
 	}
 	if errors.Is(err, stores.ErrNotFound) {
-		return fmt.Errorf("no keyset at %s: create one with 'sealctl init', or name one with --keyset or $%s", backends.Redact(p.keysetPath()), envKeyset)
+		return fmt.Errorf("no keyset at %s: create one with 'sealctl init', or name one with --keyset or $%s", stores.Redact(p.keysetPath()), envKeyset)
 	}
-	if strings.Contains(err.Error(), backends.Redact(p.keysetPath())) {
+	if strings.Contains(err.Error(), stores.Redact(p.keysetPath())) {
 		return err
 	}
-	return fmt.Errorf("%s: %w", backends.Redact(p.keysetPath()), err)
+	return fmt.Errorf("%s: %w", stores.Redact(p.keysetPath()), err)
 }
 
 // readKeyset reads the keyset without unwrapping anything.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,20 +124,39 @@ func StartLocalKMS(t testing.TB, seed string) *LocalKMS {
 }
 
 // A Redis is redis-server.
-type Redis struct{ *Process }
+type Redis struct {
+	*Process
+	// Password is the one StartRedisAuth required ("" for none).
+	Password string
+}
 
-// URL is the server's redis:// URL.
-func (r *Redis) URL() string { return fmt.Sprintf("redis://%s/0", r.Addr()) }
+// URL is the server's redis:// URL, with the password if there is one.
+func (r *Redis) URL() string {
+	if r.Password != "" {
+		return (&url.URL{Scheme: "redis", User: url.UserPassword("", r.Password), Host: r.Addr(), Path: "/0"}).String()
+	}
+	return fmt.Sprintf("redis://%s/0", r.Addr())
+}
 
 // StartRedis starts redis-server on loopback only, with an append-only
 // file synced on every write, so that Restart brings its data back.
-func StartRedis(t testing.TB) *Redis {
+func StartRedis(t testing.TB) *Redis { return startRedis(t, "") }
+
+// StartRedisAuth starts redis-server as StartRedis does, requiring
+// password from every client (requirepass).
+func StartRedisAuth(t testing.TB, password string) *Redis { return startRedis(t, password) }
+
+func startRedis(t testing.TB, password string) *Redis {
 	t.Helper()
 	bin := findBinary(t, RedisBinary)
 	port := FreePort(t)
-	p := start(t, "redis", bin, port, nil, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
-	return &Redis{Process: p}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
+	if password != "" {
+		args = append(args, "--requirepass", password)
+	}
+	p := start(t, "redis", bin, port, nil, args...)
+	return &Redis{Process: p, Password: password}
 }
 
 // StartVaultServer starts a Vault server that keeps its data in a
