@@ -37,12 +37,23 @@ func (f *File) String() string { return f.path }
 func (f *File) Path() string { return f.path }
 
 // Dir is the directory that relative paths in the keyset (a local KEK
-// file) resolve against: that of the file the path finally names.
+// file) resolve against: that of the file the path finally names, through
+// every symbolic link (keyset.json -> ..data/keyset.json, ..data ->
+// ..2026_11_30, as Kubernetes mounts). For a file not written yet, it is
+// the directory Write will create it in.
 func (f *File) Dir() string {
 	if real, err := filepath.EvalSymlinks(f.path); err == nil {
 		return filepath.Dir(real)
 	}
-	return filepath.Dir(f.path)
+	path, err := resolve(f.path)
+	if err != nil {
+		path = f.path
+	}
+	dir := filepath.Dir(path)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return dir
 }
 
 func revision(data []byte) string {
