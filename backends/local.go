@@ -86,7 +86,7 @@ func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
 // (local:stateseal-kek-v1:..., or the bare key) is refused without
 // repeating it.
 func LocalSource(u *url.URL, dir string) (path, env string, err error) {
-	if looksLikeKey(u.String()) || isBareKey(u.Opaque) || isBareKey(u.Path[strings.LastIndex(u.Path, "/")+1:]) {
+	if raw := u.String(); looksLikeKey(raw) || replaceBareKeys(raw, "") != raw {
 		return "", "", errKeyValue
 	}
 	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {

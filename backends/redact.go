@@ -52,6 +52,41 @@ func isBareKey(s string) bool {
 	return err == nil && len(b) == 32
 }
 
+func isB64URL(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// replaceBareKeys replaces every maximal run of base64url characters in s
+// that is a bare key by with. In a local URL such a run can only be a key
+// pasted by hand: a file or variable name is not 43 characters of
+// base64url that decode to 32 bytes.
+func replaceBareKeys(s, with string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && isB64URL(s[j]) {
+			j++
+		}
+		if j == i {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		if isBareKey(s[i:j]) {
+			b.WriteString(with)
+		} else {
+			b.WriteString(s[i:j])
+		}
+		i = j
+	}
+	return b.String()
+}
+
+// isLocal reports a string that is, or starts like, a local URL.
+func isLocal(s string) bool {
+	return len(s) >= 6 && strings.EqualFold(s[:6], "local:")
+}
+
 // secretParams are substrings of query parameter names whose values are
 // credentials.
 var secretParams = []string{"token", "secret", "pass", "pwd", "credential", "auth", "signature", "sig", "apikey", "api_key", "api-key", "access_key", "accesskey", "private"}
@@ -80,17 +115,12 @@ func Redact(rawURL string) string {
 		return "[a key value, not a URL; not shown]"
 	}
 	s = keyText.ReplaceAllString(s, keyPlaceholder)
+	if isLocal(s) {
+		s = replaceBareKeys(s, keyPlaceholder)
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return "[an unparsable URL; not shown]"
-	}
-	if u.Scheme == "local" {
-		if isBareKey(u.Opaque) {
-			u.Opaque = keyPlaceholder
-		}
-		if i := strings.LastIndex(u.Path, "/"); isBareKey(u.Path[i+1:]) {
-			u.Path, u.RawPath = u.Path[:i+1]+keyPlaceholder, ""
-		}
 	}
 	if u.Opaque != "" && u.Scheme != "local" {
 		// An opaque part is not a path stateseal knows: it may be a secret.
