@@ -163,8 +163,9 @@ func startRedis(t testing.TB, password string) *Redis {
 // directory (file storage), initialized with one unseal key and unsealed,
 // so that Restart brings it back with everything written before: what a
 // test of a store going down and coming back needs. A dev server keeps
-// nothing across a restart.
-func StartVaultServer(t testing.TB) *Vault {
+// nothing across a restart. Each of listener is a line added to the TCP
+// listener's configuration (max_request_size = N, say).
+func StartVaultServer(t testing.TB, listener ...string) *Vault {
 	t.Helper()
 	bin := findBinary(t, VaultBinary)
 	dir := t.TempDir()
@@ -174,10 +175,11 @@ func StartVaultServer(t testing.TB) *Vault {
 listener "tcp" {
   address     = "127.0.0.1:%d"
   tls_disable = true
+  %s
 }
 disable_mlock = true
 api_addr      = "http://127.0.0.1:%d"
-`, filepath.Join(dir, "data"), port, port), 0o600)
+`, filepath.Join(dir, "data"), port, strings.Join(listener, "\n  "), port), 0o600)
 	p := start(t, "vault", bin, port, []string{"HOME=" + dir}, "server", "-config="+cfg)
 	v := &Vault{Process: p}
 	var init struct {

@@ -14,8 +14,9 @@
 //
 // Reads are bounded: an answer longer than twice stores.MaxSize plus 64
 // KiB (the document JSON-escaped, and the metadata) is refused by its
-// Content-Length before its body is read, or once that much has come, and
-// a document over stores.MaxSize in it is refused too.
+// Content-Length before its body is read, or (Vault sends large answers
+// chunked) once that much has come, without decoding it; a document over
+// stores.MaxSize in it is refused too.
 //
 // The server and credentials come from the environment, as for the vault
 // backend (package backends/vault): VAULT_ADDR, VAULT_CACERT,
@@ -72,36 +73,17 @@ func (s *Store) Close() error { return s.s.Close() }
 // (a keyset's quotes double) and the secret's metadata around it.
 const maxAnswer = 2*stores.MaxSize + 64<<10
 
-// errAnswerTooLarge is an answer over maxAnswer, refused by its length or
-// as it is received.
+// errAnswerTooLarge is an answer over maxAnswer.
 var errAnswerTooLarge = errors.New("answer too large")
 
-// bounded is a response body that fails once more than maxAnswer bytes
-// have come.
-type bounded struct {
-	r    io.ReadCloser
-	left int64
-}
-
-func (b *bounded) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, errAnswerTooLarge
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *bounded) Close() error { return b.r.Close() }
-
-// read reads path, refusing an answer over maxAnswer before reading it
-// when Vault says its length (it does), and else once that much has come.
-func (s *Store) read(ctx context.Context, path string) (*api.Secret, error) {
-	var sec *api.Secret
-	err := s.s.Do(ctx, func(c *api.Client) (err error) {
+// readJSON reads Vault's answer at path and decodes it into out; found is
+// false if Vault answers 404. The answer goes into one buffer that grows
+// to at most maxAnswer+1 bytes: a longer answer is refused by its
+// Content-Length before any of it is read, or else once that much has
+// come, and is never decoded. (The API client's own parsing would buffer
+// it twice, whole.)
+func (s *Store) readJSON(ctx context.Context, path string, out any) (found bool, err error) {
+	err = s.s.Do(ctx, func(c *api.Client) error {
 		if _, ok := ctx.Deadline(); !ok && c.ClientTimeout() > 0 {
 			// The raw calls ignore the client's timeout; the others keep it.
 			var cancel context.CancelFunc
@@ -110,22 +92,61 @@ func (s *Store) read(ctx context.Context, path string) (*api.Secret, error) {
 		}
 		resp, err := c.Logical().ReadRawWithContext(ctx, path)
 		if resp != nil {
-			if resp.ContentLength > maxAnswer {
-				resp.Body.Close()
-				return errAnswerTooLarge
+			defer resp.Body.Close()
+			if resp.StatusCode == http.StatusNotFound {
+				found = false
+				return nil
 			}
-			resp.Body = &bounded{r: resp.Body, left: maxAnswer + 1}
 		}
-		sec, err = c.Logical().ParseRawResponseAndCloseBody(resp, err)
-		if resp != nil && resp.Body.(*bounded).left <= 0 {
+		if err != nil {
+			return err
+		}
+		if resp.ContentLength > maxAnswer {
 			return errAnswerTooLarge
 		}
-		return err
+		body, err := readBounded(resp.Body, resp.ContentLength)
+		if err != nil {
+			return err
+		}
+		found = true
+		return json.Unmarshal(body, out)
 	})
 	if errors.Is(err, errAnswerTooLarge) {
-		return nil, stores.TooLarge("vault-kv "+s.name, -1)
+		return false, stores.TooLarge("vault-kv "+s.name, -1)
 	}
-	return sec, err
+	return found, err
+}
+
+// readBounded reads r to its end into one buffer of at most maxAnswer+1
+// bytes, sized by size if it is known (> 0), and fails with
+// errAnswerTooLarge beyond maxAnswer.
+func readBounded(r io.Reader, size int64) ([]byte, error) {
+	n := int64(64 << 10)
+	if size > 0 {
+		n = size + 1
+	}
+	buf := make([]byte, 0, n)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > maxAnswer {
+				return nil, errAnswerTooLarge
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), maxAnswer+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if errors.Is(err, io.EOF) {
+			if len(buf) > maxAnswer {
+				return nil, errAnswerTooLarge
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
@@ -147,27 +168,37 @@ func (s *Store) String() string { return s.name }
 
 // Read returns the keyset and the secret's version.
 func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
-	sec, err := s.read(ctx, s.mount+"/data/"+s.path)
+	var a struct {
+		Data struct {
+			Data *struct {
+				Keyset *string `json:"keyset"`
+			} `json:"data"`
+			Metadata struct {
+				Version json.Number `json:"version"`
+			} `json:"metadata"`
+		} `json:"data"`
+	}
+	found, err := s.readJSON(ctx, s.mount+"/data/"+s.path, &a)
+	if errors.Is(err, stores.ErrTooLarge) {
+		return nil, "", err
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("vault-kv %s: read: %w", s.name, err)
 	}
-	if sec == nil || sec.Data["data"] == nil {
+	if !found || a.Data.Data == nil {
 		return nil, "", fmt.Errorf("vault-kv %s: %w", s.name, stores.ErrNotFound)
 	}
-	data, _ := sec.Data["data"].(map[string]any)
-	doc, ok := data["keyset"].(string)
-	if !ok {
+	if a.Data.Data.Keyset == nil {
 		return nil, "", fmt.Errorf("vault-kv %s: the secret has no \"keyset\" field", s.name)
 	}
+	doc := *a.Data.Data.Keyset
 	if len(doc) > stores.MaxSize {
 		return nil, "", stores.TooLarge("vault-kv "+s.name, int64(len(doc)))
 	}
-	meta, _ := sec.Data["metadata"].(map[string]any)
-	v, err := version(meta["version"])
-	if err != nil {
-		return nil, "", fmt.Errorf("vault-kv %s: %w", s.name, err)
+	if a.Data.Metadata.Version == "" {
+		return nil, "", fmt.Errorf("vault-kv %s: no version in the answer", s.name)
 	}
-	return []byte(doc), v, nil
+	return []byte(doc), a.Data.Metadata.Version.String(), nil
 }
 
 func version(v any) (string, error) {
@@ -182,14 +213,25 @@ func version(v any) (string, error) {
 
 // Revision returns the secret's current version from its metadata.
 func (s *Store) Revision(ctx context.Context) (string, error) {
-	sec, err := s.read(ctx, s.mount+"/metadata/"+s.path)
+	var a struct {
+		Data struct {
+			CurrentVersion json.Number `json:"current_version"`
+		} `json:"data"`
+	}
+	found, err := s.readJSON(ctx, s.mount+"/metadata/"+s.path, &a)
+	if errors.Is(err, stores.ErrTooLarge) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("vault-kv %s: metadata: %w", s.name, err)
 	}
-	if sec == nil {
+	if !found {
 		return "", nil
 	}
-	return version(sec.Data["current_version"])
+	if a.Data.CurrentVersion == "" {
+		return "", fmt.Errorf("vault-kv %s: metadata: no version in the answer", s.name)
+	}
+	return a.Data.CurrentVersion.String(), nil
 }
 
 // Write stores data as a new version if the secret is still at version
