@@ -81,26 +81,28 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 		}
 	}
 	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(3)}
-	var own *http.Transport
-	if hc == nil {
-		// A transport of this KEK's own, with the SDK's defaults, so that
-		// Close can release its connections: the SDK's default client
-		// hides its transport, and each one would keep its idle
-		// connections (two goroutines each) until they time out.
-		own = awshttp.NewBuildableClient().GetTransport()
-		hc = &http.Client{Transport: own, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // as the SDK's client: redirects are answers
-		}}
-	}
-	// Every client the configuration makes (KMS, and STS, SSO or IMDS for
-	// credentials) shares the one transport.
-	opts = append(opts, config.WithHTTPClient(hc))
 	if r := q.Get("region"); r != "" {
 		opts = append(opts, config.WithRegion(r))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("awskms: %s: loading the AWS configuration: %w", name, err)
+	}
+	var own *http.Transport
+	if hc == nil {
+		// A transport of this KEK's own, with the settings the
+		// configuration gave the SDK's client (AWS_CA_BUNDLE, timeouts),
+		// so that Close can release its connections: the SDK's client
+		// hides the transport it builds, whose idle connections (two
+		// goroutines each) would stay until they time out.
+		if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+			own = bc.GetTransport()
+		} else {
+			own = awshttp.NewBuildableClient().GetTransport()
+		}
+		hc = &http.Client{Transport: own, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // as the SDK's client: redirects are answers
+		}}
 	}
 	client := kms.NewFromConfig(cfg, func(o *kms.Options) {
 		if e := q.Get("endpoint"); e != "" {
