@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -121,4 +123,42 @@ func TestSizeBound(t *testing.T) {
 	if data, _, err := s.Read(ctx); err != nil || len(data) != stores.MaxSize {
 		t.Fatalf("Read of a MaxSize document: %d bytes, %v", len(data), err)
 	}
+}
+
+// TestClose: a store opened from a URL closes its client, and its
+// connections with it.
+func TestClose(t *testing.T) {
+	r := testservers.StartRedis(t)
+	ctx := context.Background()
+	before := runtime.NumGoroutine()
+	for range 200 {
+		s, err := stores.Open(ctx, r.URL()+"?key="+newKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Read(ctx); !errors.Is(err, stores.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if err := s.(io.Closer).Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	defer c.Close()
+	// Redis sees a closed connection a moment after the client closes it.
+	var clients string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		if clients, err = c.ClientList(ctx).Result(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(clients, "\n") <= 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	if n := strings.Count(clients, "\n"); n > 1 {
+		t.Errorf("%d connections open after 200 stores were closed:\n%s", n, clients)
+	}
+	t.Logf("200 stores opened, read and closed: goroutines %d before, %d after; %d connection(s) to Redis left (this test's)", before, runtime.NumGoroutine(), strings.Count(clients, "\n"))
 }

@@ -35,6 +35,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strconv"
@@ -64,6 +65,19 @@ type Store struct {
 	client goredis.UniversalClient
 	key    string
 	name   string
+	own    bool // the store made client from its URL
+}
+
+var _ io.Closer = (*Store)(nil)
+
+// Close closes the client the store made from its URL, and with it its
+// connections; a client given to New or Opener is its owner's to close.
+// The store is not used after Close.
+func (s *Store) Close() error {
+	if s.own {
+		return s.client.Close()
+	}
+	return nil
 }
 
 // New returns the store for the keyset under key, through client.
@@ -78,14 +92,15 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 	if key == "" {
 		return nil, fmt.Errorf("redis: %s names no key (add ?key=NAME)", name)
 	}
-	if client == nil {
+	own := client == nil
+	if own {
 		o, err := options(u)
 		if err != nil {
 			return nil, fmt.Errorf("redis: %s: %w", name, err)
 		}
 		client = goredis.NewUniversalClient(o)
 	}
-	return &Store{client: client, key: key, name: name}, nil
+	return &Store{client: client, key: key, name: name, own: own}, nil
 }
 
 // NewClient returns a client for a redis:// or rediss:// URL read the way
