@@ -9,13 +9,16 @@
 // their schemes when their packages are imported.
 //
 // KEKs are called when a keyset is loaded, reloaded or edited, never when a
-// token is sealed or opened.
+// token is sealed or opened. Every KEK this module opens is an io.Closer:
+// open one per URL and keep it, and Close it (or call [Close]) when done,
+// or the connections and clients it holds stay until the process exits.
 package backends
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
@@ -107,4 +110,14 @@ func (r *Registry) Open(ctx context.Context, rawURL string, opts ...OpenOption) 
 // Open opens rawURL with the Default registry.
 func Open(ctx context.Context, rawURL string, opts ...OpenOption) (KEK, error) {
 	return Default.Open(ctx, rawURL, opts...)
+}
+
+// Close releases what k holds (connections, a client), if it holds any:
+// every KEK this module's backends open is an io.Closer; Close calls it,
+// and does nothing for a KEK that is not. A KEK is not used after Close.
+func Close(k KEK) error {
+	if c, ok := k.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,7 +25,10 @@ import (
 //	local://env/VARIABLE   an environment variable
 //
 // The file or variable holds one line, "stateseal-kek-v1:" followed by the
-// key in unpadded base64url. [GenerateLocal] writes a new one.
+// key in unpadded base64url. [GenerateLocal] writes a new one. The URL
+// names where the key is, never the key: local:stateseal-kek-v1:... (the
+// key itself after "local:", which a keyset would then store in the clear)
+// is refused, and the error does not repeat it.
 func init() { Default.Register("local", openLocal) }
 
 const localPrefix = "stateseal-kek-v1:"
@@ -34,13 +38,19 @@ const localVersion = 1
 
 type localKEK struct{ aead cipher.AEAD }
 
+var _ io.Closer = (*localKEK)(nil)
+
+// Close does nothing: a local KEK holds no connection. It is there so that
+// callers close every KEK alike.
+func (k *localKEK) Close() error { return nil }
+
 func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
 	path, env, err := LocalSource(u, o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	if env == "" && o.AbsoluteOnly && !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("backends: local KEK URL %q: a keyset outside a file needs an absolute path or local://env/VARIABLE", u.Redacted())
+		return nil, fmt.Errorf("backends: local KEK URL %s: a keyset outside a file needs an absolute path or local://env/VARIABLE", Redact(u.String()))
 	}
 	var text string
 	if env != "" {
@@ -72,27 +82,32 @@ func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
 }
 
 // LocalSource returns the file path or the environment variable a local
-// URL names.
+// URL names. A URL that holds a key value rather than naming one
+// (local:stateseal-kek-v1:..., or the bare key) is refused without
+// repeating it.
 func LocalSource(u *url.URL, dir string) (path, env string, err error) {
+	if raw := u.String(); looksLikeKey(raw) || replaceBareKeys(raw, "") != raw {
+		return "", "", errKeyValue
+	}
 	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", "", fmt.Errorf("backends: %q is not a local KEK URL (local:FILE or local://env/VARIABLE)", u.Redacted())
+		return "", "", fmt.Errorf("backends: %s is not a local KEK URL (local:FILE or local://env/VARIABLE)", Redact(u.String()))
 	}
 	switch {
 	case u.Host == "env":
 		name := strings.TrimPrefix(u.Path, "/")
 		if name == "" || strings.ContainsAny(name, "/=") {
-			return "", "", fmt.Errorf("backends: local KEK URL %q: bad variable name", u.Redacted())
+			return "", "", fmt.Errorf("backends: local KEK URL %s: bad variable name", Redact(u.String()))
 		}
 		return "", name, nil
 	case u.Host != "":
-		return "", "", fmt.Errorf("backends: local KEK URL %q: unknown host %q (use local:FILE or local://env/VARIABLE)", u.Redacted(), u.Host)
+		return "", "", fmt.Errorf("backends: local KEK URL %s: unknown host %q (use local:FILE or local://env/VARIABLE)", Redact(u.String()), u.Host)
 	case u.Opaque != "":
 		path = u.Opaque
 	default:
 		path = u.Path
 	}
 	if path == "" {
-		return "", "", fmt.Errorf("backends: local KEK URL %q names no file", u.Redacted())
+		return "", "", fmt.Errorf("backends: local KEK URL %s names no file", Redact(u.String()))
 	}
 	if !filepath.IsAbs(path) && dir != "" {
 		path = filepath.Join(dir, path)

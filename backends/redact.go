@@ -1,21 +1,33 @@
 package backends
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
-// errKeyValue answers a KEK "URL" that is a key: the contents of a key
-// file pasted into --kek or STATESEAL_KEK, say. The value is not repeated.
+// errKeyValue answers a KEK "URL" that is a key or holds one: the contents
+// of a key file pasted into --kek or STATESEAL_KEK, or after "local:". The
+// value is not repeated.
 var errKeyValue = errors.New("backends: the KEK URL is a key value, not a URL (not shown); " +
 	"put the key in an environment variable and pass local://env/NAME, or pass the key file as local:PATH")
 
+// keyMarker starts every local KEK's text form ("stateseal-kek-v1:...").
+const keyMarker = "stateseal-kek-"
+
+// keyText matches a local KEK's text form wherever it appears, its colon
+// plain or percent-encoded. A file name that merely starts with the
+// marker (local:stateseal-kek-prod.key) does not match.
+var keyText = regexp.MustCompile(`(?i)stateseal-kek-v[0-9]+(?::|%3a)[A-Za-z0-9_-]*`)
+
 // looksLikeKey reports a string that holds a key rather than naming one: a
-// local key file's contents, or a long run of base64 with no URL shape.
+// local key's text form anywhere in it, or a long run of base64 with no
+// URL shape.
 func looksLikeKey(s string) bool {
 	s = strings.TrimSpace(s)
-	if strings.HasPrefix(s, "stateseal-kek-") {
+	if strings.HasPrefix(strings.ToLower(s), keyMarker) || keyText.MatchString(s) {
 		return true
 	}
 	if strings.Contains(s, ":") || len(s) < 32 {
@@ -29,24 +41,97 @@ func looksLikeKey(s string) bool {
 	return true
 }
 
-// secretParams are query parameters whose values are credentials.
-var secretParams = []string{"token", "secret", "password", "passwd", "credential", "auth", "signature", "sig"}
+// isBareKey reports a local KEK's 32 bytes in unpadded base64url without
+// the "stateseal-kek-v1:" prefix: what is left of a key value pasted after
+// "local:" by hand.
+func isBareKey(s string) bool {
+	if len(s) != 43 {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	return err == nil && len(b) == 32
+}
 
-// Redact returns rawURL as it may appear in an error or a log: a key value
-// is replaced by a note, a string that does not parse as a URL is not shown,
-// a password in the user information and the values of credential-like
-// query parameters are replaced by "xxxxx".
+func isB64URL(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// replaceBareKeys replaces every maximal run of base64url characters in s
+// that is a bare key by with. In a local URL such a run can only be a key
+// pasted by hand: a file or variable name is not 43 characters of
+// base64url that decode to 32 bytes.
+func replaceBareKeys(s, with string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && isB64URL(s[j]) {
+			j++
+		}
+		if j == i {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		if isBareKey(s[i:j]) {
+			b.WriteString(with)
+		} else {
+			b.WriteString(s[i:j])
+		}
+		i = j
+	}
+	return b.String()
+}
+
+// isLocal reports a string that is, or starts like, a local URL.
+func isLocal(s string) bool {
+	return len(s) >= 6 && strings.EqualFold(s[:6], "local:")
+}
+
+// secretParams are substrings of query parameter names whose values are
+// credentials.
+var secretParams = []string{"token", "secret", "pass", "pwd", "credential", "auth", "signature", "sig", "apikey", "api_key", "api-key", "access_key", "accesskey", "private"}
+
+// hidden stands for a key value in Redact's output; keyPlaceholder holds
+// its place, in characters every part of a URL keeps, while the rest is
+// redacted.
+const (
+	hidden         = "[a key value; not shown]"
+	keyPlaceholder = "STATESEALKEYVALUENOTSHOWN"
+)
+
+// Redact returns rawURL as it may appear in an error, a log or a keyset
+// listing:
+//   - a key value (a local KEK's text form, wherever it appears, or the
+//     bare key after "local:") is replaced by a note;
+//   - a string that does not parse as a URL is not shown;
+//   - the user information shows the user name only if a password follows
+//     it (a lone user name is often a token): the password, or the lone
+//     name, becomes "xxxxx";
+//   - the values of credential-like query parameters (token, secret,
+//     password, ...) become "xxxxx".
 func Redact(rawURL string) string {
-	if looksLikeKey(rawURL) {
+	s := strings.TrimSpace(rawURL)
+	if looksLikeKey(s) && (!strings.Contains(s, ":") || strings.HasPrefix(strings.ToLower(s), keyMarker)) {
 		return "[a key value, not a URL; not shown]"
 	}
-	u, err := url.Parse(rawURL)
+	s = keyText.ReplaceAllString(s, keyPlaceholder)
+	if isLocal(s) {
+		s = replaceBareKeys(s, keyPlaceholder)
+	}
+	u, err := url.Parse(s)
 	if err != nil {
 		return "[an unparsable URL; not shown]"
 	}
 	if u.Opaque != "" && u.Scheme != "local" {
 		// An opaque part is not a path stateseal knows: it may be a secret.
 		return u.Scheme + ":[opaque; not shown]"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
 	}
 	q := u.Query()
 	changed := false
@@ -56,11 +141,12 @@ func Redact(rawURL string) string {
 			if strings.Contains(lower, p) {
 				q.Set(name, "xxxxx")
 				changed = true
+				break
 			}
 		}
 	}
 	if changed {
 		u.RawQuery = q.Encode()
 	}
-	return u.Redacted()
+	return strings.ReplaceAll(u.String(), keyPlaceholder, hidden)
 }

@@ -2,6 +2,8 @@ package backends
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -35,11 +37,67 @@ func TestRedact(t *testing.T) {
 		"vault://user:hunter2@vault/keys/k":           "vault://user:xxxxx@vault/keys/k",
 		"awskms://alias/k?region=eu-west-1&token=abc": "awskms://alias/k?region=eu-west-1&token=xxxxx",
 		"redis://:pw@localhost:6379/0":                "redis://:xxxxx@localhost:6379/0",
+		"redis://default:pw@localhost:6379/0":         "redis://default:xxxxx@localhost:6379/0",
+		"redis://pw@localhost:6379/0":                 "redis://xxxxx@localhost:6379/0",
+		"rediss://h:6380/0?key=k&password=pw":         "rediss://h:6380/0?key=k&password=xxxxx",
+		"vault-kv://secret/x?X-Vault-Token=hvs.abc":   "vault-kv://secret/x?X-Vault-Token=xxxxx",
 		"x:" + strings.Repeat("A", 40):                "x:[opaque; not shown]",
 		NewLocalKey():                                 "[a key value, not a URL; not shown]",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestLocalKeyValueRefused (finding 7): the value `sealctl kek` prints,
+// given after "local:" (rewrap --to "local:$(cat stateseal.kek)"), is
+// refused by Open and LocalSource, whose errors never repeat it, and
+// Redact hides it wherever it appears in a URL.
+func TestLocalKeyValueRefused(t *testing.T) {
+	key := NewLocalKey() // what `sealctl kek` prints
+	secret := key[strings.Index(key, ":")+1:]
+	dir := t.TempDir()
+	for _, raw := range []string{"local:" + key, "local:" + key + "\n", "local:" + secret, "local:/keys/" + secret,
+		"local:" + strings.Replace(key, ":", "%3A", 1), "local://env/" + key, "local:///" + key} {
+		if _, err := Open(context.Background(), raw, RelativeTo(dir)); err == nil {
+			t.Errorf("Open(%s) succeeded", Redact(raw))
+		} else if strings.Contains(err.Error(), secret[:16]) {
+			t.Errorf("Open's error repeats the key: %v", err)
+		}
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil {
+			if p, env, err := LocalSource(u, dir); err == nil {
+				t.Errorf("LocalSource(%s) = %q, %q", Redact(raw), p, env)
+			} else if strings.Contains(err.Error(), secret[:16]) || !errors.Is(err, errKeyValue) {
+				t.Errorf("LocalSource's error: %v", err)
+			}
+		}
+		if r := Redact(raw); strings.Contains(r, secret[:16]) {
+			t.Errorf("Redact(local key value) = %q", r)
+		}
+	}
+	for _, raw := range []string{
+		"vault://transit/keys/k?note=" + key,
+		"awskms://alias/x?region=r&endpoint=" + url.QueryEscape(key),
+		"redis://" + key + "@host:6379/0",
+		"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k#" + key,
+	} {
+		if r := Redact(raw); strings.Contains(r, secret[:16]) {
+			t.Errorf("Redact(%q...) = %q: the key shows", raw[:20], r)
+		}
+	}
+	for in, want := range map[string]string{
+		"local:" + key:                    "local:[a key value; not shown]",
+		"local:" + secret:                 "local:[a key value; not shown]",
+		"vault://transit/keys/k?x=" + key: "vault://transit/keys/k?x=[a key value; not shown]",
+		// A file whose name starts like a key's text is only a file.
+		"local:stateseal-kek-prod.kek": "local:stateseal-kek-prod.kek",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact = %q, want %q", got, want)
+		}
+	}
+	if _, err := Open(context.Background(), "local:stateseal-kek-prod.kek", RelativeTo(dir)); err == nil || errors.Is(err, errKeyValue) {
+		t.Errorf("a file named stateseal-kek-prod.kek: %v, want file not found", err)
 	}
 }

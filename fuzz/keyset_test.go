@@ -77,3 +77,63 @@ func FuzzKEKURL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRedactKey: a local KEK's value ("stateseal-kek-v1:...") anywhere in
+// a string, between any two strings without percent-escapes (which could
+// spell the key anew), never survives Redact, nor reaches Open's or
+// Identity's error; nor does the bare key as a local URL's file name.
+func FuzzRedactKey(f *testing.F) {
+	key := backends.NewLocalKey()
+	secret := key[strings.Index(key, ":")+1:]
+	for _, s := range [][2]string{{"local:", ""}, {"", ""}, {"vault://transit/keys/k?x=", "&y=1"},
+		{"redis://", "@host:6379/0"}, {"local:/dir/", "\n"}, {"awskms://alias/a#", ""}, {"x:", "y"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, prefix, suffix string) {
+		if strings.Contains(prefix+suffix, "%") {
+			return
+		}
+		for _, in := range []string{prefix + key + suffix, prefix + secret + suffix} {
+			bare := strings.HasPrefix(prefix, "local:") && (prefix == "local:" || strings.HasSuffix(prefix, "/")) && strings.TrimSpace(suffix) == ""
+			if !strings.Contains(in, key) && !bare {
+				continue // the bare key is recognised as a local file name only
+			}
+			if r := backends.Redact(in); strings.Contains(r, secret) {
+				t.Fatalf("Redact(%q) = %q shows the key", in, r)
+			}
+			if _, err := backends.Open(context.Background(), in); err != nil && strings.Contains(err.Error(), secret) {
+				t.Fatalf("Open's error shows the key: %v", err)
+			}
+			if _, err := backends.Identity(in); err != nil && strings.Contains(err.Error(), secret) {
+				t.Fatalf("Identity's error shows the key: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzIdentity: Identity never panics; what it returns is its own
+// identity, and has no transport parameter and no credentials.
+func FuzzIdentity(f *testing.F) {
+	for _, s := range []string{"awskms://alias/x?region=r&endpoint=http://e", "gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k?endpoint=h:1&insecure=1",
+		"vault://u:p@transit/keys/k#f", "local:stateseal.kek", "local://env/K", "x://h/p?b=1&a=2", "local:%zz", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		id, err := backends.Identity(raw)
+		if err != nil {
+			return
+		}
+		again, err := backends.Identity(id)
+		if err != nil || again != id {
+			t.Fatalf("Identity(%q) = %q, but Identity(%q) = %q, %v", raw, id, id, again, err)
+		}
+		u, err := url.Parse(id)
+		if err != nil {
+			t.Fatalf("Identity(%q) = %q does not parse: %v", raw, id, err)
+		}
+		q := u.Query()
+		if u.User != nil || q.Has("endpoint") || q.Has("insecure") {
+			t.Fatalf("Identity(%q) = %q keeps credentials or transport", raw, id)
+		}
+	})
+}

@@ -41,7 +41,7 @@ go run "$STATICCHECK" ./...
 (cd bench && go run "$STATICCHECK" ./...)
 
 echo "== fuzz ($FUZZTIME per target)"
-for target in FuzzOpen FuzzRoundTrip FuzzArgsDigest FuzzDecode FuzzParseKeyset FuzzKEKURL; do
+for target in FuzzOpen FuzzRoundTrip FuzzArgsDigest FuzzDecode FuzzParseKeyset FuzzKEKURL FuzzRedactKey FuzzIdentity; do
 	go test ./fuzz -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME"
 done
 # The argument digest against jsontext, and against the model written from

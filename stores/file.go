@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,22 +37,29 @@ func (f *File) String() string { return f.path }
 func (f *File) Path() string { return f.path }
 
 // Dir is the directory that relative paths in the keyset (a local KEK
-// file) resolve against: that of the file the path finally names.
+// file) resolve against: that of the file the path finally names, through
+// every symbolic link (keyset.json -> ..data/keyset.json, ..data ->
+// ..2026_11_30, as Kubernetes mounts). For a file not written yet, it is
+// the directory Write will create it in.
 func (f *File) Dir() string {
 	if real, err := filepath.EvalSymlinks(f.path); err == nil {
 		return filepath.Dir(real)
 	}
-	return filepath.Dir(f.path)
+	path, err := resolve(f.path)
+	if err != nil {
+		path = f.path
+	}
+	dir := filepath.Dir(path)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return dir
 }
 
 func revision(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
-
-// MaxSize bounds a keyset document in any store: a keyset holds a handful
-// of keys, and a larger document is a mistake or an attack.
-const MaxSize = 1 << 20
 
 // Read returns the file's bytes and their SHA-256.
 func (f *File) Read(context.Context) ([]byte, string, error) {
@@ -62,16 +70,31 @@ func (f *File) Read(context.Context) ([]byte, string, error) {
 	return data, revision(data), nil
 }
 
+// readFile reads at most MaxSize bytes: a larger file is refused by its
+// size before it is read, and one that grows while it is read (or a pipe)
+// once MaxSize+1 bytes have been read.
 func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxSize {
+		return nil, TooLarge("stores: "+path, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
 	if len(data) > MaxSize {
-		return nil, fmt.Errorf("stores: %s is %d bytes, over the %d-byte limit", path, len(data), MaxSize)
+		return nil, TooLarge("stores: "+path, -1)
 	}
 	return data, nil
 }
@@ -79,6 +102,9 @@ func readFile(path string) ([]byte, error) {
 // Write replaces the file if its bytes still hash to rev ("": if it does
 // not exist).
 func (f *File) Write(_ context.Context, data []byte, rev string) (string, error) {
+	if len(data) > MaxSize {
+		return "", TooLarge("stores: "+f.path, int64(len(data)))
+	}
 	path, err := resolve(f.path)
 	if err != nil {
 		return "", err

@@ -34,7 +34,8 @@ type Store interface {
 	// ("" meaning no document), and returns the new revision. Otherwise
 	// it returns an error matching ErrConflict and writes nothing.
 	Write(ctx context.Context, data []byte, rev string) (string, error)
-	// String names the store for errors and logs, credentials redacted.
+	// String names the store for errors and logs, credentials redacted
+	// (as Redact does).
 	String() string
 }
 
@@ -60,7 +61,38 @@ var (
 	ErrConflict = errors.New("keyset changed since it was read")
 	// ErrNotFound reports a store that holds no keyset.
 	ErrNotFound = errors.New("no keyset")
+	// ErrTooLarge reports a document over MaxSize, which no store reads
+	// or writes. Its message names the bound.
+	ErrTooLarge = fmt.Errorf("keyset document over the %d-byte (1 MiB) limit, stores.MaxSize", MaxSize)
 )
+
+// MaxSize bounds a keyset document in every store: a keyset holds a
+// handful of keys, and a larger document is a mistake or an attack. Each
+// store checks it before the document is transferred or read whole: the
+// file's size before reading it, Redis's HSTRLEN inside the read script,
+// Vault's answer as it is received.
+const MaxSize = 1 << 20
+
+// TooLarge returns the error a store reports for a document of n bytes
+// (n < 0: of a size not known, over the bound) in the store called name:
+// it matches ErrTooLarge and names the bound.
+func TooLarge(name string, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%s: %w", name, ErrTooLarge)
+	}
+	return fmt.Errorf("%s: %w: it holds %d bytes", name, ErrTooLarge, n)
+}
+
+// Redact returns location as it may appear in an error, a log or output:
+// a file path as is, a URL without its password, a lone user name (often a
+// token), credential-like query values or any key value
+// (backends.Redact). Every Store's String is redacted the same way.
+func Redact(location string) string {
+	if !IsURL(location) {
+		return location
+	}
+	return backends.Redact(location)
+}
 
 // An Opener opens the store a URL names.
 type Opener func(ctx context.Context, u *url.URL) (Store, error)
@@ -74,7 +106,7 @@ var Default = new(Registry)
 func init() {
 	Default.Register("file", func(_ context.Context, u *url.URL) (Store, error) {
 		if u.Host != "" {
-			return nil, fmt.Errorf("stores: %s: a file URL names no host (file:///abs/path)", u.Redacted())
+			return nil, fmt.Errorf("stores: %s: a file URL names no host (file:///abs/path)", Redact(u.String()))
 		}
 		return NewFile(u.Path), nil
 	})
@@ -98,11 +130,11 @@ func (r *Registry) Open(ctx context.Context, location string) (Store, error) {
 	}
 	u, err := url.Parse(location)
 	if err != nil {
-		return nil, fmt.Errorf("stores: keyset URL %s does not parse", backends.Redact(location))
+		return nil, fmt.Errorf("stores: keyset URL %s does not parse", Redact(location))
 	}
 	o, ok := r.m.Lookup(u.Scheme)
 	if !ok {
-		return nil, fmt.Errorf("stores: keyset URL %s: no store for scheme %q (registered: %s)", backends.Redact(location), u.Scheme, strings.Join(r.m.Schemes(), ", "))
+		return nil, fmt.Errorf("stores: keyset URL %s: no store for scheme %q (registered: %s)", Redact(location), u.Scheme, strings.Join(r.m.Schemes(), ", "))
 	}
 	return o(ctx, u)
 }

@@ -29,11 +29,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
@@ -59,7 +61,12 @@ type KEK struct {
 	client *kms.Client
 	key    string
 	url    string // redacted, for errors
+	// own is the HTTP transport this KEK made (nil when the opener was
+	// given an *http.Client): Close releases its idle connections.
+	own *http.Transport
 }
+
+var _ io.Closer = (*KEK)(nil)
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	key := strings.TrimPrefix(u.Host+u.Path, "/")
@@ -81,15 +88,39 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	if err != nil {
 		return nil, fmt.Errorf("awskms: %s: loading the AWS configuration: %w", name, err)
 	}
+	var own *http.Transport
+	if hc == nil {
+		// A transport of this KEK's own, with the settings the
+		// configuration gave the SDK's client (AWS_CA_BUNDLE, timeouts),
+		// so that Close can release its connections: the SDK's client
+		// hides the transport it builds, whose idle connections (two
+		// goroutines each) would stay until they time out.
+		if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+			own = bc.GetTransport()
+		} else {
+			own = awshttp.NewBuildableClient().GetTransport()
+		}
+		hc = &http.Client{Transport: own, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // as the SDK's client: redirects are answers
+		}}
+	}
 	client := kms.NewFromConfig(cfg, func(o *kms.Options) {
 		if e := q.Get("endpoint"); e != "" {
 			o.BaseEndpoint = aws.String(e)
 		}
-		if hc != nil {
-			o.HTTPClient = hc
-		}
+		o.HTTPClient = hc
 	})
-	return &KEK{client: client, key: key, url: name}, nil
+	return &KEK{client: client, key: key, url: name, own: own}, nil
+}
+
+// Close releases the KEK's idle connections. Calls in flight finish; the
+// KEK is not used after Close. A KEK whose opener was given an HTTP client
+// leaves that client alone: its owner closes it.
+func (k *KEK) Close() error {
+	if k.own != nil {
+		k.own.CloseIdleConnections()
+	}
+	return nil
 }
 
 // encryptionContext carries ad whole, and the keyset id and key id as

@@ -19,6 +19,9 @@
 // and verify the ones KMS returns, so corruption on the way is caught, not
 // stored. Calls honour the context; the client's retries cover transient
 // errors. Errors name the URL, never key material.
+//
+// Each KEK has its own client and gRPC connection: open one per URL, keep
+// it, and Close it when done.
 package gcpkms
 
 import (
@@ -26,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -121,7 +125,10 @@ func (b *bounded) Retry(err error) (time.Duration, bool) {
 	return b.pause, true
 }
 
-// Close releases the client's connection.
+var _ io.Closer = (*KEK)(nil)
+
+// Close closes the KEK's client and its gRPC connections, whose goroutines
+// stay until then. The KEK is not used after Close.
 func (k *KEK) Close() error { return k.client.Close() }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

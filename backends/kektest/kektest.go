@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,7 @@ func Run(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
 		}
+		t.Cleanup(func() { backends.Close(k) })
 		return k
 	}
 	secret := bytes.Repeat([]byte{0x5e}, 32)
@@ -162,6 +165,9 @@ func Run(t *testing.T, h Harness) {
 			}
 		}
 	})
+	t.Run("CloseReleases", func(t *testing.T) {
+		closeReleases(t, h, h.NewKey(ctx, t), secret, ad)
+	})
 	t.Run("GenerateKey", func(t *testing.T) {
 		k := open(t, h.NewKey(ctx, t))
 		g, ok := k.(backends.Generator)
@@ -187,6 +193,69 @@ func Run(t *testing.T, h Harness) {
 			t.Error("two generated keys are equal")
 		}
 	})
+}
+
+// closeCycles is how many times CloseReleases opens, uses and closes a
+// KEK, unless the harness says otherwise (CloseCycles() int).
+const closeCycles = 1000
+
+// closeReleases opens a KEK, wraps and unwraps with it, and closes it, n
+// times, and requires the goroutine count to come back to where it was
+// (within slack) before a deadline: a KEK that keeps a client, a
+// connection or a login per open leaks.
+func closeReleases(t *testing.T, h Harness, url string, secret, ad []byte) {
+	ctx := context.Background()
+	n := closeCycles
+	if c, ok := h.(interface{ CloseCycles() int }); ok {
+		n = c.CloseCycles()
+	}
+	cycle := func() {
+		k, err := h.Registry().Open(ctx, url)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
+		}
+		w, err := k.Wrap(ctx, secret, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := k.Unwrap(ctx, w, ad); err != nil || !bytes.Equal(got, secret) {
+			t.Fatalf("Unwrap = %x, %v", got, err)
+		}
+		c, ok := k.(io.Closer)
+		if !ok {
+			t.Fatalf("%T is not an io.Closer", k)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	// One cycle first: libraries start goroutines of their own once per
+	// process (resolvers, pools), which are not a KEK's to release.
+	cycle()
+	before := runtime.NumGoroutine()
+	start := time.Now()
+	for range n {
+		cycle()
+	}
+	took := time.Since(start)
+	peak := runtime.NumGoroutine()
+	// Closed connections' goroutines (the client's, and an in-process
+	// server's) end a moment after Close returns.
+	const slack = 5
+	deadline := time.Now().Add(15 * time.Second)
+	after := runtime.NumGoroutine()
+	for after > before+slack && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond) // poll interval, not a wait for an event
+		after = runtime.NumGoroutine()
+	}
+	t.Logf("%d open/wrap/unwrap/close cycles in %v: goroutines %d before, %d right after, %d settled",
+		n, took.Round(time.Millisecond), before, peak, after)
+	if after > before+slack {
+		buf := make([]byte, 1<<16)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("goroutines went from %d to %d after %d cycles and did not come back within 15 s:\n%s", before, after, n, buf)
+	}
 }
 
 // local reports a harness whose KEK makes no network call, so a cancelled

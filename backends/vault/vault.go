@@ -10,7 +10,10 @@
 // environment, as for the vault CLI: VAULT_ADDR, VAULT_CACERT,
 // VAULT_NAMESPACE and VAULT_TOKEN; or, for AppRole, VAULT_ROLE_ID and
 // VAULT_SECRET_ID (with VAULT_APPROLE_MOUNT if the auth method is not
-// mounted at approle/), which log in once when the KEK is opened.
+// mounted at approle/). A process makes one client per configuration (a
+// [Session]), logged in once, that every KEK and vault-kv store with that
+// configuration shares: opening a KEK again makes no new client,
+// connection or login. A KEK's Close gives the session back.
 //
 // Wrap is transit encrypt and Unwrap transit decrypt, each with the
 // associated data as associated_data, so the key must be of an AEAD type
@@ -29,6 +32,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -55,14 +59,20 @@ func Opener(hc *http.Client) backends.Opener {
 
 // A KEK is a transit key.
 type KEK struct {
-	logical     *api.Logical
+	s           *Session
 	mount, name string
 	url         string // redacted, for errors
 }
 
-// Client returns a Vault client configured from the environment, logged
-// in with AppRole when VAULT_ROLE_ID is set. The vault-kv keyset store
-// shares it.
+var _ io.Closer = (*KEK)(nil)
+
+// Close gives the KEK's session back (see Session.Close). The KEK is not
+// used after Close.
+func (k *KEK) Close() error { return k.s.Close() }
+
+// Client returns a new Vault client configured from the environment,
+// logged in with AppRole when VAULT_ROLE_ID is set. Each call makes a
+// client and logs in: KEKs and stores share a Session instead.
 func Client(ctx context.Context, hc *http.Client) (*api.Client, error) {
 	cfg := api.DefaultConfig() // VAULT_ADDR, VAULT_CACERT, ...
 	if cfg.Error != nil {
@@ -99,18 +109,28 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	if !ok || mount == "" || name == "" || strings.Contains(name, "/") || u.RawQuery != "" {
 		return nil, fmt.Errorf("vault: %s is not vault://MOUNT/keys/NAME", redacted)
 	}
-	c, err := Client(ctx, hc)
+	sess, err := OpenSession(ctx, hc)
 	if err != nil {
 		return nil, fmt.Errorf("vault %s: %w", redacted, err)
 	}
-	return &KEK{logical: c.Logical(), mount: mount, name: name, url: redacted}, nil
+	return &KEK{s: sess, mount: mount, name: name, url: redacted}, nil
+}
+
+// write is a transit call through the session.
+func (k *KEK) write(ctx context.Context, path string, data map[string]any) (*api.Secret, error) {
+	var sec *api.Secret
+	err := k.s.Do(ctx, func(c *api.Client) (err error) {
+		sec, err = c.Logical().WriteWithContext(ctx, path, data)
+		return err
+	})
+	return sec, err
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 // Wrap encrypts plaintext with the key's newest version.
 func (k *KEK) Wrap(ctx context.Context, plaintext, associatedData []byte) ([]byte, error) {
-	s, err := k.logical.WriteWithContext(ctx, k.mount+"/encrypt/"+k.name, map[string]any{
+	s, err := k.write(ctx, k.mount+"/encrypt/"+k.name, map[string]any{
 		"plaintext": b64(plaintext), "associated_data": b64(associatedData),
 	})
 	if err != nil {
@@ -128,7 +148,7 @@ func (k *KEK) Unwrap(ctx context.Context, wrapped, associatedData []byte) ([]byt
 	if !strings.HasPrefix(string(wrapped), "vault:v") {
 		return nil, fmt.Errorf("vault %s: decrypt: %w (not a transit ciphertext)", k.url, backends.ErrUnwrap)
 	}
-	s, err := k.logical.WriteWithContext(ctx, k.mount+"/decrypt/"+k.name, map[string]any{
+	s, err := k.write(ctx, k.mount+"/decrypt/"+k.name, map[string]any{
 		"ciphertext": string(wrapped), "associated_data": b64(associatedData),
 	})
 	if err != nil {
@@ -140,7 +160,7 @@ func (k *KEK) Unwrap(ctx context.Context, wrapped, associatedData []byte) ([]byt
 // GenerateKey draws size bytes from Vault (transit datakey/plaintext) and
 // wraps them with Wrap, since datakey binds no associated data.
 func (k *KEK) GenerateKey(ctx context.Context, size int, associatedData []byte) (plaintext, wrapped []byte, err error) {
-	s, err := k.logical.WriteWithContext(ctx, k.mount+"/datakey/plaintext/"+k.name, map[string]any{"bits": size * 8})
+	s, err := k.write(ctx, k.mount+"/datakey/plaintext/"+k.name, map[string]any{"bits": size * 8})
 	if err != nil {
 		return nil, nil, k.fail("datakey", err)
 	}
@@ -171,6 +191,10 @@ func (k *KEK) decode(op string, s *api.Secret) ([]byte, error) {
 // failed" (or "invalid ciphertext"): that is backends.ErrUnwrap.
 func (k *KEK) fail(op string, err error) error {
 	var re *api.ResponseError
+	var le *LoginError
+	if errors.As(err, &le) {
+		return fmt.Errorf("vault %s: %s: %w", k.url, op, err)
+	}
 	if op == "decrypt" && errors.As(err, &re) && re.StatusCode == http.StatusBadRequest {
 		return fmt.Errorf("vault %s: %s: %w (%s)", k.url, op, backends.ErrUnwrap, strings.Join(re.Errors, "; "))
 	}

@@ -6,14 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/vault/api"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/backends/kektest"
-	_ "github.com/stateseal/stateseal/backends/vault"
+	"github.com/stateseal/stateseal/backends/vault"
 	"github.com/stateseal/stateseal/internal/testservers"
 )
 
@@ -86,26 +89,7 @@ func TestLeastPrivilegeAppRole(t *testing.T) {
 path "transit/decrypt/%[1]s" { capabilities = ["update"] }
 path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 `, n)
-	if err := h.client.Sys().PutPolicy("stateseal", policy); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.client.Sys().EnableAuthWithOptions("approle", &api.EnableAuthOptions{Type: "approle"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.client.Logical().Write("auth/approle/role/stateseal", map[string]any{"token_policies": "stateseal"}); err != nil {
-		t.Fatal(err)
-	}
-	rid, err := h.client.Logical().Read("auth/approle/role/stateseal/role-id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid, err := h.client.Logical().Write("auth/approle/role/stateseal/secret-id", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("VAULT_TOKEN", "")
-	t.Setenv("VAULT_ROLE_ID", rid.Data["role_id"].(string))
-	t.Setenv("VAULT_SECRET_ID", sid.Data["secret_id"].(string))
+	h.appRole(t, policy, nil)
 	k, err := backends.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +119,148 @@ path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 	t.Setenv("VAULT_SECRET_ID", "wrong")
 	if _, err := backends.Open(ctx, url); err == nil || !strings.Contains(err.Error(), "approle") {
 		t.Fatalf("a wrong secret id: %v", err)
+	}
+}
+
+// appRole enables AppRole with a role under policy (and the role's other
+// settings), and sets VAULT_ROLE_ID and VAULT_SECRET_ID for the test in
+// place of VAULT_TOKEN.
+func (h *harness) appRole(t *testing.T, policy string, role map[string]any) {
+	if err := h.client.Sys().PutPolicy("stateseal", policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.client.Sys().EnableAuthWithOptions("approle", &api.EnableAuthOptions{Type: "approle"}); err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]any{"token_policies": "stateseal"}
+	for k, v := range role {
+		settings[k] = v
+	}
+	if _, err := h.client.Logical().Write("auth/approle/role/stateseal", settings); err != nil {
+		t.Fatal(err)
+	}
+	rid, err := h.client.Logical().Read("auth/approle/role/stateseal/role-id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, err := h.client.Logical().Write("auth/approle/role/stateseal/secret-id", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VAULT_TOKEN", "")
+	t.Setenv("VAULT_ROLE_ID", rid.Data["role_id"].(string))
+	t.Setenv("VAULT_SECRET_ID", sid.Data["secret_id"].(string))
+}
+
+// counter counts the requests that reach Vault, the AppRole logins among
+// them, and remembers the last token a transit call carried.
+type counter struct {
+	calls, logins atomic.Int64
+	token         atomic.Value // string
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.calls.Add(1)
+	if strings.HasSuffix(r.URL.Path, "/auth/approle/login") {
+		c.logins.Add(1)
+	} else if tok := r.Header.Get("X-Vault-Token"); tok != "" {
+		c.token.Store(tok)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// counted is a registry whose vault KEKs send requests through c.
+func counted(c *counter) *backends.Registry {
+	reg := new(backends.Registry)
+	reg.Register(vault.Scheme, vault.Opener(&http.Client{Transport: c}))
+	return reg
+}
+
+// TestAppRoleLogsInOnce (finding 8): opening, using and closing a KEK 200
+// times under AppRole logs in once: the process keeps one session per
+// configuration, not one per open.
+func TestAppRoleLogsInOnce(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	url := h.NewKey(ctx, t)
+	n := url[strings.LastIndex(url, "/")+1:]
+	h.appRole(t, fmt.Sprintf(`path "transit/encrypt/%[1]s" { capabilities = ["update"] }
+path "transit/decrypt/%[1]s" { capabilities = ["update"] }
+`, n), nil)
+	c := new(counter)
+	reg := counted(c)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	const cycles = 200
+	for range cycles {
+		k, err := reg.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := k.Wrap(ctx, secret, []byte("ad"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Unwrap(ctx, w, []byte("ad")); err != nil {
+			t.Fatal(err)
+		}
+		if err := backends.Close(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d open/wrap/unwrap/close cycles under AppRole: %d logins, %d requests", cycles, c.logins.Load(), c.calls.Load())
+	if got := c.logins.Load(); got != 1 {
+		t.Errorf("%d AppRole logins for %d opens, want 1", got, cycles)
+	}
+}
+
+// TestAppRoleLogsInAgain: a session whose AppRole token expires logs in
+// again before it does, and one whose token was revoked logs in again on
+// Vault's 403; the KEK keeps working throughout.
+func TestAppRoleLogsInAgain(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	url := h.NewKey(ctx, t)
+	n := url[strings.LastIndex(url, "/")+1:]
+	h.appRole(t, fmt.Sprintf(`path "transit/encrypt/%[1]s" { capabilities = ["update"] }
+`, n), map[string]any{"token_ttl": "3s", "token_max_ttl": "3s"})
+	defer vault.SetRelogin403(0)()
+	c := new(counter)
+	k, err := counted(c).Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backends.Close(k)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	if _, err := k.Wrap(ctx, secret, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := c.token.Load().(string)
+	// Wait until Vault no longer knows the first token: its TTL is over.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := h.client.Logical().Write("auth/token/lookup", map[string]any{"token": first}); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the AppRole token did not expire")
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+	}
+	if _, err := k.Wrap(ctx, secret, nil); err != nil {
+		t.Fatalf("Wrap after the token's TTL: %v", err)
+	}
+	if got := c.logins.Load(); got != 2 {
+		t.Errorf("%d logins after the TTL, want 2", got)
+	}
+	// A revoked token: Vault answers 403, and the session logs in again.
+	if _, err := h.client.Logical().Write("auth/token/revoke", map[string]any{"token": c.token.Load().(string)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Wrap(ctx, secret, nil); err != nil {
+		t.Fatalf("Wrap after the token was revoked: %v", err)
+	}
+	if got := c.logins.Load(); got != 3 {
+		t.Errorf("%d logins after a revocation, want 3", got)
 	}
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -42,7 +45,7 @@ func newInit(p *paths) *cobra.Command {
 			if _, err := os.Stat(path); err == nil && !stores.IsURL(path) {
 				return fmt.Errorf("%s already exists; not overwriting it", path)
 			}
-			created, err := createLocalKEK(kek, path)
+			lk, err := createLocalKEK(kek, path)
 			if err != nil {
 				return err
 			}
@@ -51,15 +54,14 @@ func newInit(p *paths) *cobra.Command {
 				recordSeen(res.Keyset)
 			}
 			if err != nil {
-				if created != "" {
-					os.Remove(created) // a failed init leaves nothing behind
-				}
+				lk.undo() // a failed init leaves nothing behind
 				return p.inFile(err)
 			}
-			w := cmd.OutOrStdout()
-			if created != "" {
-				fmt.Fprintf(w, "created KEK %s (mode 0600): keep it secret, back it up\n", created)
+			if err := lk.check(); err != nil {
+				return err
 			}
+			w := cmd.OutOrStdout()
+			lk.report(w)
 			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, stores.Redact(path), keyring.FormatID(res.Key), a, backends.Redact(kek))
 			return nil
 		},
@@ -74,29 +76,94 @@ func newInit(p *paths) *cobra.Command {
 	return cmd
 }
 
+// A localKEK is the local KEK file a command creates, or uses if it
+// exists already.
+type localKEK struct {
+	path    string
+	created bool
+	sum     [32]byte // of what was written, if created
+}
+
 // createLocalKEK writes a new local KEK file if kek names one that does
-// not exist, and returns its path. A relative path is relative to a keyset
-// file's directory; a keyset in a store has none.
-func createLocalKEK(kek, keyset string) (string, error) {
+// not exist. A relative path resolves where the keyset's loader resolves
+// it: against the directory of the file the keyset path finally names,
+// through symbolic links (stores.File.Dir), never beside a link. A keyset
+// in a store has no directory: it needs an absolute path. The file is
+// created with O_EXCL: if anything is there by then (a file planted since
+// the check, a dangling symbolic link), nothing is written or used. It
+// returns nil if kek names no local file.
+func createLocalKEK(kek, keyset string) (*localKEK, error) {
 	u, err := url.Parse(kek)
 	if err != nil || u.Scheme != "local" {
-		return "", nil
+		return nil, nil
 	}
-	dir := filepath.Dir(keyset)
+	dir := ""
 	if stores.IsURL(keyset) {
-		dir = ""
 		if p, _, _ := backends.LocalSource(u, ""); p != "" && !filepath.IsAbs(p) {
-			return "", usageError{fmt.Errorf("a keyset in a store needs an absolute local KEK path or local://env/NAME, not %s", kek)}
+			return nil, usageError{fmt.Errorf("a keyset in a store needs an absolute local KEK path or local://env/NAME, not %s", backends.Redact(kek))}
 		}
+	} else {
+		dir = stores.NewFile(keyset).Dir()
 	}
 	path, env, err := backends.LocalSource(u, dir)
 	if err != nil || env != "" {
-		return "", err
+		return nil, err
 	}
 	if _, err := os.Stat(path); err == nil {
-		return "", nil
+		return &localKEK{path: path}, nil
 	}
-	return path, backends.GenerateLocal(path)
+	key := backends.NewLocalKey() + "\n"
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("%s appeared while sealctl was creating it, or is a symbolic link to nowhere: not creating a KEK there, and not using it", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating local KEK: %w", err)
+	}
+	_, err = f.WriteString(key)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("writing local KEK %s: %w", path, err)
+	}
+	return &localKEK{path: path, created: true, sum: sha256.Sum256([]byte(key))}, nil
+}
+
+// check reports a created KEK file that no longer holds what was written:
+// someone replaced it while the command used it.
+func (k *localKEK) check() error {
+	if k == nil || !k.created {
+		return nil
+	}
+	b, err := os.ReadFile(k.path)
+	if err != nil || sha256.Sum256(b) != k.sum {
+		return fmt.Errorf("the KEK file %s that sealctl created was changed or removed while sealctl used it: "+
+			"the keyset may now be wrapped by a key someone else holds; rewrap again to a new file", k.path)
+	}
+	return nil
+}
+
+// undo removes a KEK file the command created, after the command failed.
+func (k *localKEK) undo() {
+	if k != nil && k.created {
+		os.Remove(k.path)
+	}
+}
+
+// report says which KEK file the command created, or used.
+func (k *localKEK) report(w io.Writer) {
+	switch {
+	case k == nil:
+	case k.created:
+		fmt.Fprintf(w, "created KEK %s (mode 0600): keep it secret, back it up\n", k.path)
+	default:
+		fmt.Fprintf(w, "using the existing KEK file %s\n", k.path)
+	}
 }
 
 func newRotate(p *paths) *cobra.Command {
@@ -226,7 +293,7 @@ func newRewrap(p *paths) *cobra.Command {
 					return usageError{fmt.Errorf("rewrap of a keyset in a store needs --kek (or $%s)", envKEK)}
 				}
 			}
-			created, err := createLocalKEK(to, p.keysetPath())
+			lk, err := createLocalKEK(to, p.keysetPath())
 			if err != nil {
 				return err
 			}
@@ -234,14 +301,13 @@ func newRewrap(p *paths) *cobra.Command {
 				return rotation.Rewrap(cmd.Context(), p.keysetPath(), to, p.options())
 			})
 			if err != nil {
-				if created != "" {
-					os.Remove(created)
-				}
+				lk.undo()
 				return err
 			}
-			if created != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "created KEK %s (mode 0600): keep it secret, back it up\n", created)
+			if err := lk.check(); err != nil {
+				return err
 			}
+			lk.report(cmd.OutOrStdout())
 			fmt.Fprintf(cmd.OutOrStdout(), "rewrapped %d keys under %s; keyset version %d\n", len(res.Keyset.Keys), backends.Redact(to), res.Keyset.Version)
 			return nil
 		},

@@ -16,6 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stateseal/stateseal/stores"
+
 	// Every KEK backend, so that any keyset's URL opens.
 	_ "github.com/stateseal/stateseal/backends/awskms"
 	_ "github.com/stateseal/stateseal/backends/gcpkms"
@@ -41,7 +43,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "sealctl:", err)
+	fmt.Fprintln(stderr, "sealctl:", scrub(err, args))
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		fmt.Fprintln(stderr, "Run 'sealctl --help' for usage.")
@@ -85,4 +87,30 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// scrub returns err's message with every location the command was given
+// (arguments, flag values, $STATESEAL_KEYSET, $STATESEAL_KEK) shown as
+// stores.Redact shows it: a library error may repeat a location verbatim,
+// and a store URL may hold a password.
+func scrub(err error, args []string) string {
+	msg := err.Error()
+	given := []string{os.Getenv(envKeyset), os.Getenv(envKEK)}
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			if _, v, ok := strings.Cut(a, "="); ok {
+				a = v
+			}
+		}
+		given = append(given, a)
+	}
+	for _, g := range given {
+		if g == "" {
+			continue
+		}
+		if r := stores.Redact(g); r != g {
+			msg = strings.ReplaceAll(msg, g, r)
+		}
+	}
+	return msg
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,28 +124,48 @@ func StartLocalKMS(t testing.TB, seed string) *LocalKMS {
 }
 
 // A Redis is redis-server.
-type Redis struct{ *Process }
+type Redis struct {
+	*Process
+	// Password is the one StartRedisAuth required ("" for none).
+	Password string
+}
 
-// URL is the server's redis:// URL.
-func (r *Redis) URL() string { return fmt.Sprintf("redis://%s/0", r.Addr()) }
+// URL is the server's redis:// URL, with the password if there is one.
+func (r *Redis) URL() string {
+	if r.Password != "" {
+		return (&url.URL{Scheme: "redis", User: url.UserPassword("", r.Password), Host: r.Addr(), Path: "/0"}).String()
+	}
+	return fmt.Sprintf("redis://%s/0", r.Addr())
+}
 
 // StartRedis starts redis-server on loopback only, with an append-only
 // file synced on every write, so that Restart brings its data back.
-func StartRedis(t testing.TB) *Redis {
+func StartRedis(t testing.TB) *Redis { return startRedis(t, "") }
+
+// StartRedisAuth starts redis-server as StartRedis does, requiring
+// password from every client (requirepass).
+func StartRedisAuth(t testing.TB, password string) *Redis { return startRedis(t, password) }
+
+func startRedis(t testing.TB, password string) *Redis {
 	t.Helper()
 	bin := findBinary(t, RedisBinary)
 	port := FreePort(t)
-	p := start(t, "redis", bin, port, nil, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
-	return &Redis{Process: p}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
+	if password != "" {
+		args = append(args, "--requirepass", password)
+	}
+	p := start(t, "redis", bin, port, nil, args...)
+	return &Redis{Process: p, Password: password}
 }
 
 // StartVaultServer starts a Vault server that keeps its data in a
 // directory (file storage), initialized with one unseal key and unsealed,
 // so that Restart brings it back with everything written before: what a
 // test of a store going down and coming back needs. A dev server keeps
-// nothing across a restart.
-func StartVaultServer(t testing.TB) *Vault {
+// nothing across a restart. Each of listener is a line added to the TCP
+// listener's configuration (max_request_size = N, say).
+func StartVaultServer(t testing.TB, listener ...string) *Vault {
 	t.Helper()
 	bin := findBinary(t, VaultBinary)
 	dir := t.TempDir()
@@ -154,10 +175,11 @@ func StartVaultServer(t testing.TB) *Vault {
 listener "tcp" {
   address     = "127.0.0.1:%d"
   tls_disable = true
+  %s
 }
 disable_mlock = true
 api_addr      = "http://127.0.0.1:%d"
-`, filepath.Join(dir, "data"), port, port), 0o600)
+`, filepath.Join(dir, "data"), port, strings.Join(listener, "\n  "), port), 0o600)
 	p := start(t, "vault", bin, port, []string{"HOME=" + dir}, "server", "-config="+cfg)
 	v := &Vault{Process: p}
 	var init struct {

@@ -11,13 +11,23 @@
 // Cluster client, and master=NAME a Sentinel client whose addresses are
 // the sentinels': the store speaks through redis.UniversalClient.
 //
-// The keyset lives in one hash, NAME, with its document and a revision
-// counter. A write is one Lua script that compares the revision, writes,
-// increments and publishes on the channel NAME + ":changed", atomically,
-// so a writer that lost a race gets stores.ErrConflict from any host. A
-// loader subscribes to the channel (a rotation reaches every instance in
-// milliseconds) and keeps polling the revision, which is cheap, in case
-// the subscription drops.
+// The keyset lives in one hash, NAME, with its document ("doc") and a
+// write counter ("rev"). The store's revision is derived from both: the
+// counter and the SHA-1 of the document, "N:SHA1HEX", computed inside
+// Redis by a Lua script (redis.sha1hex). A write is one Lua script that
+// compares that revision, writes, increments the counter and publishes
+// on the channel NAME + ":changed", atomically, so a writer that lost a
+// race gets stores.ErrConflict from any host. A loader subscribes to the
+// channel (a rotation reaches every instance in milliseconds) and keeps
+// polling Revision, which transfers about fifty bytes, in case the
+// subscription drops. Because the revision hashes the document, a change
+// made behind the store's back (an HSET of "doc" that leaves "rev" alone)
+// still changes it: a loader cannot be made to skip it, and a writer that
+// read the old document gets stores.ErrConflict.
+//
+// Reads are bounded: the read and revision scripts check the document's
+// length (HSTRLEN) inside Redis and refuse one over stores.MaxSize before
+// any of it is sent.
 package redis
 
 import (
@@ -25,8 +35,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -53,6 +65,19 @@ type Store struct {
 	client goredis.UniversalClient
 	key    string
 	name   string
+	own    bool // the store made client from its URL
+}
+
+var _ io.Closer = (*Store)(nil)
+
+// Close closes the client the store made from its URL, and with it its
+// connections; a client given to New or Opener is its owner's to close.
+// The store is not used after Close.
+func (s *Store) Close() error {
+	if s.own {
+		return s.client.Close()
+	}
+	return nil
 }
 
 // New returns the store for the keyset under key, through client.
@@ -67,14 +92,15 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 	if key == "" {
 		return nil, fmt.Errorf("redis: %s names no key (add ?key=NAME)", name)
 	}
-	if client == nil {
+	own := client == nil
+	if own {
 		o, err := options(u)
 		if err != nil {
 			return nil, fmt.Errorf("redis: %s: %w", name, err)
 		}
 		client = goredis.NewUniversalClient(o)
 	}
-	return &Store{client: client, key: key, name: name}, nil
+	return &Store{client: client, key: key, name: name, own: own}, nil
 }
 
 // NewClient returns a client for a redis:// or rediss:// URL read the way
@@ -125,56 +151,102 @@ func (s *Store) String() string { return s.name }
 // Channel is where every write is announced.
 func (s *Store) Channel() string { return s.key + ":changed" }
 
-// Read returns the document and its revision.
-func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
-	v, err := s.client.HMGet(ctx, s.key, "doc", "rev").Result()
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: read: %w", s.name, err)
+// The scripts share one Lua prelude: revision(doc) is the store's revision
+// of the hash's document doc, and the length check answers a document
+// over the bound (ARGV[1]) with an error before any of it is read.
+const prelude = `
+local function revision(doc)
+  return (redis.call('HGET', KEYS[1], 'rev') or '') .. ':' .. redis.sha1hex(doc)
+end
+local n = redis.call('HSTRLEN', KEYS[1], 'doc')
+if n > tonumber(ARGV[1]) then
+  return redis.error_reply('STATESEAL_TOO_LARGE ' .. n)
+end
+`
+
+// read returns the document and its revision, or nil if there is none.
+var read = goredis.NewScript(prelude + `
+local doc = redis.call('HGET', KEYS[1], 'doc')
+if not doc then return false end
+return {doc, revision(doc)}
+`)
+
+// revision returns the revision alone ("" if there is no document).
+var revision = goredis.NewScript(prelude + `
+local doc = redis.call('HGET', KEYS[1], 'doc')
+if not doc then return '' end
+return revision(doc)
+`)
+
+// cas compares the revision, writes, counts and announces, in one step.
+// Its bound check keeps it from hashing a huge planted document.
+var cas = goredis.NewScript(prelude + `
+local doc = redis.call('HGET', KEYS[1], 'doc')
+local cur = ''
+if doc then cur = revision(doc) end
+if cur ~= ARGV[3] then
+  return redis.error_reply('STATESEAL_CONFLICT the revision changed')
+end
+local next = tostring((tonumber(redis.call('HGET', KEYS[1], 'rev')) or 0) + 1)
+redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'rev', next)
+redis.call('PUBLISH', ARGV[4], next)
+return next .. ':' .. redis.sha1hex(ARGV[2])
+`)
+
+// failed turns a script's error into the store's.
+func (s *Store) failed(op string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "ERR ")
+	if n, ok := strings.CutPrefix(msg, "STATESEAL_TOO_LARGE "); ok {
+		size, _ := strconv.ParseInt(n, 10, 64)
+		return stores.TooLarge(s.name, size)
 	}
-	doc, ok := v[0].(string)
-	if !ok {
+	if strings.HasPrefix(msg, "STATESEAL_CONFLICT") {
+		return fmt.Errorf("%s: %w", s.name, stores.ErrConflict)
+	}
+	return fmt.Errorf("%s: %s: %w", s.name, op, err)
+}
+
+var maxSize = strconv.Itoa(stores.MaxSize)
+
+// Read returns the document and its revision. A document over
+// stores.MaxSize is refused inside Redis, before it is sent.
+func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
+	v, err := read.Run(ctx, s.client, []string{s.key}, maxSize).Slice()
+	if errors.Is(err, goredis.Nil) {
 		return nil, "", fmt.Errorf("%s: %w", s.name, stores.ErrNotFound)
 	}
+	if err != nil {
+		return nil, "", s.failed("read", err)
+	}
+	if len(v) != 2 {
+		return nil, "", fmt.Errorf("%s: read: an answer of %d values, want 2", s.name, len(v))
+	}
+	doc, _ := v[0].(string)
 	rev, _ := v[1].(string)
 	return []byte(doc), rev, nil
 }
 
-// Revision returns the revision alone.
+// Revision returns the revision alone, computed inside Redis: the answer
+// is the counter and a SHA-1, about fifty bytes, whatever the document's
+// size. It changes whenever the document does, even if whoever changed it
+// left the counter alone.
 func (s *Store) Revision(ctx context.Context) (string, error) {
-	rev, err := s.client.HGet(ctx, s.key, "rev").Result()
-	if errors.Is(err, goredis.Nil) {
-		return "", nil
-	}
+	rev, err := revision.Run(ctx, s.client, []string{s.key}, maxSize).Text()
 	if err != nil {
-		return "", fmt.Errorf("%s: revision: %w", s.name, err)
+		return "", s.failed("revision", err)
 	}
 	return rev, nil
 }
-
-// cas compares the revision, writes, counts and announces, in one step.
-var cas = goredis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], 'rev') or ''
-if cur ~= ARGV[2] then
-  return redis.error_reply('STATESEAL_CONFLICT ' .. cur)
-end
-local next = tostring((tonumber(cur) or 0) + 1)
-redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'rev', next)
-redis.call('PUBLISH', ARGV[3], next)
-return next
-`)
 
 // Write replaces the document if the revision is still rev ("": no
 // document yet).
 func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, error) {
 	if len(data) > stores.MaxSize {
-		return "", fmt.Errorf("%s: a %d-byte keyset is over the %d-byte limit", s.name, len(data), stores.MaxSize)
+		return "", stores.TooLarge(s.name, int64(len(data)))
 	}
-	next, err := cas.Run(ctx, s.client, []string{s.key}, string(data), rev, s.Channel()).Text()
-	if err != nil && strings.HasPrefix(err.Error(), "STATESEAL_CONFLICT") {
-		return "", fmt.Errorf("%s: %w", s.name, stores.ErrConflict)
-	}
+	next, err := cas.Run(ctx, s.client, []string{s.key}, maxSize, string(data), rev, s.Channel()).Text()
 	if err != nil {
-		return "", fmt.Errorf("%s: write: %w", s.name, err)
+		return "", s.failed("write", err)
 	}
 	return next, nil
 }

@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 	e := newEnv(t, h)
 	t.Run("ReadWrite", func(t *testing.T) { testReadWrite(ctx, t, h) })
 	t.Run("Conflict", func(t *testing.T) { testConflict(ctx, t, h) })
+	t.Run("SizeBound", func(t *testing.T) { testSize(ctx, t, h) })
 	t.Run("TwoProcesses", func(t *testing.T) { e.testTwoProcesses(ctx, t) })
 	t.Run("ChangeReachesLoader", func(t *testing.T) { e.testChange(ctx, t) })
 	t.Run("StoreDownAndBack", func(t *testing.T) { e.testDown(ctx, t) })
@@ -140,6 +141,25 @@ func testConflict(ctx context.Context, t *testing.T, h Harness) {
 	}
 	if data, rev, _ := s.Read(ctx); string(data) != "two" || rev != r2 {
 		t.Errorf("a lost write changed the store: %s %q", data, rev)
+	}
+}
+
+// testSize: a document of stores.MaxSize bytes is written and read back;
+// one byte more is refused with ErrTooLarge, naming the bound.
+func testSize(ctx context.Context, t *testing.T, h Harness) {
+	s := open(ctx, t, h.NewLocation(ctx, t))
+	_, err := s.Write(ctx, []byte(strings.Repeat("x", stores.MaxSize+1)), "")
+	if !errors.Is(err, stores.ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprint(stores.MaxSize)) {
+		t.Fatalf("a write of MaxSize+1 bytes: %v, want ErrTooLarge naming the bound", err)
+	}
+	// Nothing JSON escapes: Vault refuses a string over 1 MiB as sent.
+	doc := []byte(strings.Repeat("x", stores.MaxSize))
+	rev, err := s.Write(ctx, doc, "")
+	if err != nil {
+		t.Fatalf("a write of MaxSize bytes: %v", err)
+	}
+	if data, r, err := s.Read(ctx); err != nil || r != rev || len(data) != stores.MaxSize {
+		t.Fatalf("Read of MaxSize bytes: %d bytes, %q, %v", len(data), r, err)
 	}
 }
 

@@ -12,9 +12,17 @@
 // host made it. A loader polls the secret's metadata, which is cheaper
 // than reading the document, and reads only when the version changed.
 //
+// Reads are bounded: an answer longer than twice stores.MaxSize plus 64
+// KiB (the document JSON-escaped, and the metadata) is refused by its
+// Content-Length before its body is read, or (Vault sends large answers
+// chunked) once that much has come, without decoding it; a document over
+// stores.MaxSize in it is refused too.
+//
 // The server and credentials come from the environment, as for the vault
 // backend (package backends/vault): VAULT_ADDR, VAULT_CACERT,
 // VAULT_NAMESPACE, and VAULT_TOKEN or VAULT_ROLE_ID with VAULT_SECRET_ID.
+// The store uses that package's Session: one client and one login per
+// configuration in a process, shared with vault KEKs. Close gives it back.
 package vaultkv
 
 import (
@@ -22,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -49,9 +58,95 @@ func Opener(hc *http.Client) stores.Opener {
 
 // A Store is a keyset in a KV v2 secret.
 type Store struct {
-	logical     *api.Logical
+	s           *vault.Session
 	mount, path string
 	name        string
+}
+
+var _ io.Closer = (*Store)(nil)
+
+// Close gives the store's Vault session back (vault.Session.Close). The
+// store is not used after Close.
+func (s *Store) Close() error { return s.s.Close() }
+
+// maxAnswer bounds Vault's answer to a read: the document JSON-escaped
+// (a keyset's quotes double) and the secret's metadata around it.
+const maxAnswer = 2*stores.MaxSize + 64<<10
+
+// errAnswerTooLarge is an answer over maxAnswer.
+var errAnswerTooLarge = errors.New("answer too large")
+
+// readJSON reads Vault's answer at path and decodes it into out; found is
+// false if Vault answers 404. The answer goes into one buffer that grows
+// to at most maxAnswer+1 bytes: a longer answer is refused by its
+// Content-Length before any of it is read, or else once that much has
+// come, and is never decoded. (The API client's own parsing would buffer
+// it twice, whole.)
+func (s *Store) readJSON(ctx context.Context, path string, out any) (found bool, err error) {
+	err = s.s.Do(ctx, func(c *api.Client) error {
+		if _, ok := ctx.Deadline(); !ok && c.ClientTimeout() > 0 {
+			// The raw calls ignore the client's timeout; the others keep it.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.ClientTimeout())
+			defer cancel()
+		}
+		resp, err := c.Logical().ReadRawWithContext(ctx, path)
+		if resp != nil {
+			defer resp.Body.Close()
+			if resp.StatusCode == http.StatusNotFound {
+				found = false
+				return nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if resp.ContentLength > maxAnswer {
+			return errAnswerTooLarge
+		}
+		body, err := readBounded(resp.Body, resp.ContentLength)
+		if err != nil {
+			return err
+		}
+		found = true
+		return json.Unmarshal(body, out)
+	})
+	if errors.Is(err, errAnswerTooLarge) {
+		return false, stores.TooLarge("vault-kv "+s.name, -1)
+	}
+	return found, err
+}
+
+// readBounded reads r to its end into one buffer of at most maxAnswer+1
+// bytes, sized by size if it is known (> 0), and fails with
+// errAnswerTooLarge beyond maxAnswer.
+func readBounded(r io.Reader, size int64) ([]byte, error) {
+	n := int64(64 << 10)
+	if size > 0 {
+		n = size + 1
+	}
+	buf := make([]byte, 0, n)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > maxAnswer {
+				return nil, errAnswerTooLarge
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), maxAnswer+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if errors.Is(err, io.EOF) {
+			if len(buf) > maxAnswer {
+				return nil, errAnswerTooLarge
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
@@ -61,11 +156,11 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
 	if !ok || mount == "" || path == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("vault-kv: %s is not vault-kv://MOUNT/PATH", name)
 	}
-	c, err := vault.Client(ctx, hc)
+	sess, err := vault.OpenSession(ctx, hc)
 	if err != nil {
 		return nil, fmt.Errorf("vault-kv %s: %w", name, err)
 	}
-	return &Store{logical: c.Logical(), mount: mount, path: path, name: name}, nil
+	return &Store{s: sess, mount: mount, path: path, name: name}, nil
 }
 
 // String is the store's URL.
@@ -73,24 +168,37 @@ func (s *Store) String() string { return s.name }
 
 // Read returns the keyset and the secret's version.
 func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
-	sec, err := s.logical.ReadWithContext(ctx, s.mount+"/data/"+s.path)
+	var a struct {
+		Data struct {
+			Data *struct {
+				Keyset *string `json:"keyset"`
+			} `json:"data"`
+			Metadata struct {
+				Version json.Number `json:"version"`
+			} `json:"metadata"`
+		} `json:"data"`
+	}
+	found, err := s.readJSON(ctx, s.mount+"/data/"+s.path, &a)
+	if errors.Is(err, stores.ErrTooLarge) {
+		return nil, "", err
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("vault-kv %s: read: %w", s.name, err)
 	}
-	if sec == nil || sec.Data["data"] == nil {
+	if !found || a.Data.Data == nil {
 		return nil, "", fmt.Errorf("vault-kv %s: %w", s.name, stores.ErrNotFound)
 	}
-	data, _ := sec.Data["data"].(map[string]any)
-	doc, ok := data["keyset"].(string)
-	if !ok {
+	if a.Data.Data.Keyset == nil {
 		return nil, "", fmt.Errorf("vault-kv %s: the secret has no \"keyset\" field", s.name)
 	}
-	meta, _ := sec.Data["metadata"].(map[string]any)
-	v, err := version(meta["version"])
-	if err != nil {
-		return nil, "", fmt.Errorf("vault-kv %s: %w", s.name, err)
+	doc := *a.Data.Data.Keyset
+	if len(doc) > stores.MaxSize {
+		return nil, "", stores.TooLarge("vault-kv "+s.name, int64(len(doc)))
 	}
-	return []byte(doc), v, nil
+	if a.Data.Metadata.Version == "" {
+		return nil, "", fmt.Errorf("vault-kv %s: no version in the answer", s.name)
+	}
+	return []byte(doc), a.Data.Metadata.Version.String(), nil
 }
 
 func version(v any) (string, error) {
@@ -105,19 +213,33 @@ func version(v any) (string, error) {
 
 // Revision returns the secret's current version from its metadata.
 func (s *Store) Revision(ctx context.Context) (string, error) {
-	sec, err := s.logical.ReadWithContext(ctx, s.mount+"/metadata/"+s.path)
+	var a struct {
+		Data struct {
+			CurrentVersion json.Number `json:"current_version"`
+		} `json:"data"`
+	}
+	found, err := s.readJSON(ctx, s.mount+"/metadata/"+s.path, &a)
+	if errors.Is(err, stores.ErrTooLarge) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("vault-kv %s: metadata: %w", s.name, err)
 	}
-	if sec == nil {
+	if !found {
 		return "", nil
 	}
-	return version(sec.Data["current_version"])
+	if a.Data.CurrentVersion == "" {
+		return "", fmt.Errorf("vault-kv %s: metadata: no version in the answer", s.name)
+	}
+	return a.Data.CurrentVersion.String(), nil
 }
 
 // Write stores data as a new version if the secret is still at version
 // rev ("": it must not exist; options.cas 0).
 func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, error) {
+	if len(data) > stores.MaxSize {
+		return "", stores.TooLarge("vault-kv "+s.name, int64(len(data)))
+	}
 	cas := 0
 	if rev != "" {
 		n, err := strconv.Atoi(rev)
@@ -126,9 +248,13 @@ func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, err
 		}
 		cas = n
 	}
-	sec, err := s.logical.WriteWithContext(ctx, s.mount+"/data/"+s.path, map[string]any{
-		"options": map[string]any{"cas": cas},
-		"data":    map[string]any{"keyset": string(data)},
+	var sec *api.Secret
+	err := s.s.Do(ctx, func(c *api.Client) (err error) {
+		sec, err = c.Logical().WriteWithContext(ctx, s.mount+"/data/"+s.path, map[string]any{
+			"options": map[string]any{"cas": cas},
+			"data":    map[string]any{"keyset": string(data)},
+		})
+		return err
 	})
 	var re *api.ResponseError
 	if errors.As(err, &re) && re.StatusCode == http.StatusBadRequest && strings.Contains(strings.Join(re.Errors, " "), "check-and-set") {

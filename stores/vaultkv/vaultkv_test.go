@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/vault/api"
 
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/stores"
 	"github.com/stateseal/stateseal/stores/storetest"
 	_ "github.com/stateseal/stateseal/stores/vaultkv"
 )
@@ -36,6 +41,13 @@ func (h *harness) MaxDelay() time.Duration     { return time.Second }
 // mounted at secret/.
 func TestConformance(t *testing.T) {
 	v := testservers.StartVaultServer(t)
+	mountKV(t, v)
+	storetest.Run(t, &harness{v: v})
+}
+
+// mountKV sets the test's Vault environment, mounts KV v2 at secret/ and
+// returns a root client.
+func mountKV(t *testing.T, v *testservers.Vault) *api.Client {
 	v.Env(t)
 	c, err := api.NewClient(&api.Config{Address: v.URL()})
 	if err != nil {
@@ -53,5 +65,59 @@ func TestConformance(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	storetest.Run(t, &harness{v: v})
+	return c
+}
+
+// TestSizeBound (finding 9): a 16 MiB document written into the secret
+// behind the store's back (through a Vault whose listener accepts one:
+// by default Vault refuses a JSON string over 1 MiB) is refused once the
+// answer passes 2 MiB + 64 KiB: the read allocates far less than the
+// document.
+func TestSizeBound(t *testing.T) {
+	v := testservers.StartVaultServer(t, "max_request_size = 67108864", "max_json_string_value_length = 33554432")
+	c := mountKV(t, v)
+	ctx := context.Background()
+	s, err := stores.Open(ctx, "vault-kv://secret/stateseal/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.(io.Closer).Close()
+	if _, err := s.Write(ctx, make([]byte, stores.MaxSize+1), ""); !errors.Is(err, stores.ErrTooLarge) {
+		t.Fatalf("Write of MaxSize+1 bytes: %v, want ErrTooLarge", err)
+	}
+	if _, err := c.Logical().Write("secret/data/stateseal/big", map[string]any{
+		"data": map[string]any{"keyset": strings.Repeat("x", 16<<20)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.(stores.Revisioner).Revision(ctx); err != nil { // connections ready
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	_, _, err = s.Read(ctx)
+	runtime.ReadMemStats(&m1)
+	if !errors.Is(err, stores.ErrTooLarge) || !strings.Contains(err.Error(), "1048576-byte") {
+		t.Fatalf("Read of a 16 MiB document: %v, want ErrTooLarge naming the bound", err)
+	}
+	n := m1.TotalAlloc - m0.TotalAlloc
+	// For scale: what the API client's own read of the document costs.
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	c.Logical().Read("secret/data/stateseal/big")
+	runtime.ReadMemStats(&m1)
+	t.Logf("16 MiB document refused after allocating %d bytes (the API client's read: %d bytes): %v", n, m1.TotalAlloc-m0.TotalAlloc, err)
+	if n > 8<<20 {
+		t.Errorf("refusing a 16 MiB document allocated %d bytes: it was read whole", n)
+	}
+	// A document at the bound is read, even of characters JSON escapes.
+	if _, err := c.Logical().Write("secret/data/stateseal/big", map[string]any{
+		"data": map[string]any{"keyset": strings.Repeat(`"`, stores.MaxSize)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := s.Read(ctx); err != nil || len(data) != stores.MaxSize {
+		t.Fatalf("Read of a MaxSize document of quotes: %d bytes, %v", len(data), err)
+	}
 }
