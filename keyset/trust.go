@@ -3,7 +3,6 @@ package keyset
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/stateseal/stateseal/backends"
@@ -74,30 +73,9 @@ func matchKEK(ks *Keyset, trusted []string) (string, error) {
 	return "", fmt.Errorf("%w: keyset %s names %s; this instance trusts %s", ErrUntrustedKEK, ks.ID, backends.Redact(ks.KEK), strings.Join(names, " and "))
 }
 
-// transportParams are query parameters that say how to reach a KMS, not
-// which key: they come from configuration only, never from a document.
-var transportParams = []string{"endpoint", "insecure"}
-
-// kekIdentity is a KEK URL without its transport settings, with its query
-// sorted: the form a keyset names its KEK by.
-func kekIdentity(raw string) (string, error) {
-	if strings.HasPrefix(backends.Redact(raw), "[a key value") {
-		return "", errors.New("the KEK URL is a key value, not a URL (not shown); put the key in an environment variable and pass local://env/NAME, or pass the key file as local:PATH")
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("KEK URL %s does not parse", backends.Redact(raw))
-	}
-	if u.RawQuery == "" {
-		return raw, nil
-	}
-	q := u.Query()
-	for _, p := range transportParams {
-		q.Del(p)
-	}
-	u.RawQuery = q.Encode() // sorted by key
-	return u.String(), nil
-}
+// kekIdentity is a KEK URL without its transport settings: the form a
+// keyset names its KEK by (backends.Identity).
+func kekIdentity(raw string) (string, error) { return backends.Identity(raw) }
 
 // Check reports whether a loader configured with o would consider
 // ks for location, deciding without any KMS call: ks must name a KEK that

@@ -143,12 +143,3 @@ func (r *Registry) Open(ctx context.Context, location string) (Store, error) {
 func Open(ctx context.Context, location string) (Store, error) {
 	return Default.Open(ctx, location)
 }
-
-// Redact returns location as logs and errors may show it: a file path as
-// it is, a URL with its password and credential-like parameters hidden.
-func Redact(location string) string {
-	if !IsURL(location) {
-		return location
-	}
-	return backends.Redact(location)
-}

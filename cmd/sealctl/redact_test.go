@@ -52,11 +52,12 @@ func TestNoPasswordInOutput(t *testing.T) {
 		t.Errorf("init does not name the store, redacted: %s", out)
 	}
 	sealctl(0, "--keyset="+loc, "list")
-	sealctl(0, "--keyset", loc, "rotate")
-	sealctl(0, "--keyset", loc, "verify")
+	sealctl(0, "--keyset", loc, "--kek", "local:"+kek, "rotate")
+	sealctl(0, "--keyset", loc, "--kek", "local:"+kek, "verify")
+	sealctl(1, "--keyset", loc, "verify") // no KEK configured
 	sealctl(1, "--keyset", bad, "verify")
 	sealctl(1, "--keyset", bad, "--kek", "local:"+kek, "rotate")
-	// keyring.LoadFile's errors repeat the location verbatim ("(in ...)").
+	// keyset.Load's errors name the location ("(in ...)").
 	sealctl(1, "--keyset", bad, "--kek", "local:"+kek, "seal", "--target", "t", "--principal", "p")
 	wrongLoc := strings.Replace(loc, password, wrong, 1)
 	sealctl(1, "--keyset", wrongLoc, "list")
