@@ -55,7 +55,7 @@ func TestMetrics(t *testing.T) {
 	ms.Open(ctx, r, tok)       // replayed
 	ms.Open(ctx, r, tok+"AAA") // invalid
 	// A rotation, then a reload that installs it, then one that fails.
-	res, err := rotation.Rotate(ctx, path, rotation.RotateOptions{Immediate: true}, o)
+	res, err := rotation.Rotate(ctx, path, &rotation.RotateOptions{Immediate: true}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

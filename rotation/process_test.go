@@ -38,7 +38,7 @@ func helper(spec string) int {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	for i := 0; n < 0 || i < n; i++ {
-		res, err := Rotate(ctx, path, RotateOptions{}, &Options{KEK: "local:kek", Logger: discard})
+		res, err := Rotate(ctx, path, nil, &Options{KEK: "local:kek", Logger: discard})
 		switch {
 		case errors.Is(err, keyset.ErrConflict):
 			fmt.Fprintln(out, "conflict")
@@ -181,7 +181,7 @@ func TestKillDuringRotation(t *testing.T) {
 	}
 	t.Logf("after 50 kills: version %d, %d keys", lastVersion, len(seen))
 	// Killed writers leave temporary files; the next write clears them.
-	if _, err := Rotate(ctx, path, RotateOptions{}, &Options{KEK: "local:kek", Logger: discard}); err != nil {
+	if _, err := Rotate(ctx, path, nil, &Options{KEK: "local:kek", Logger: discard}); err != nil {
 		t.Fatal(err)
 	}
 	if tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp")); len(tmp) != 0 {
