@@ -82,7 +82,7 @@ func New(s *seal.Sealer, o *Options) (*Adapter, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	m, err := mrtr.New(s, o.Options)
+	m, err := mrtr.New(s, &o.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func TestLabels(t *testing.T) {
 	now := time.Now()
 	s, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
 	l := &labelled{}
-	m, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: l})
+	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: l})
 	if err != nil {
 		t.Fatal(err)
 	}

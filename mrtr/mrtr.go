@@ -136,10 +136,14 @@ type Sealer struct {
 	metrics Metrics
 }
 
-// New returns a Sealer over s.
-func New(s *seal.Sealer, o Options) (*Sealer, error) {
+// New returns a Sealer over s, configured by a copy of *o. A nil o is the
+// zero Options, which New refuses: Options.Audience is required.
+func New(s *seal.Sealer, o *Options) (*Sealer, error) {
 	if s == nil {
 		return nil, errors.New("mrtr: nil seal.Sealer")
+	}
+	if o == nil {
+		o = &Options{}
 	}
 	if o.SingleUse != nil && o.Replay == nil {
 		return nil, errors.New("mrtr: Options.SingleUse needs a replay.Guard in Options.Replay")
@@ -156,7 +160,7 @@ func New(s *seal.Sealer, o Options) (*Sealer, error) {
 	if m == nil {
 		m = SlogMetrics(nil)
 	}
-	return &Sealer{s: s, o: o, metrics: m}, nil
+	return &Sealer{s: s, o: *o, metrics: m}, nil
 }
 
 // ErrNoPrincipal reports a request without a principal, on a Sealer whose

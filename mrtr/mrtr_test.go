@@ -21,7 +21,7 @@ func newSealer(t *testing.T, o mrtr.Options) (*mrtr.Sealer, *mrtr.Counters) {
 	if o.Audience == "" {
 		o.Audience = "test"
 	}
-	m, err := mrtr.New(s, o)
+	m, err := mrtr.New(s, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,16 +69,19 @@ func TestSealOpen(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	if _, err := mrtr.New(nil, mrtr.Options{}); err == nil {
+	if _, err := mrtr.New(nil, &mrtr.Options{}); err == nil {
 		t.Fatal("nil sealer accepted")
 	}
 	ring, _ := keyring.Generate(keyring.MAC)
 	s, _ := seal.New(ring)
-	if _, err := mrtr.New(s, mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"t": -1}}); err == nil {
+	if _, err := mrtr.New(s, &mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"t": -1}}); err == nil {
 		t.Fatal("negative TTL accepted")
 	}
-	if _, err := mrtr.New(s, mrtr.Options{}); err == nil || !strings.Contains(err.Error(), "Audience") {
+	if _, err := mrtr.New(s, &mrtr.Options{}); err == nil || !strings.Contains(err.Error(), "Audience") {
 		t.Fatalf("no audience: %v", err)
+	}
+	if _, err := mrtr.New(s, nil); err == nil || !strings.Contains(err.Error(), "Audience") {
+		t.Fatalf("nil options: %v", err)
 	}
 }
 

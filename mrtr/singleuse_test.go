@@ -44,7 +44,7 @@ func TestSingleUse(t *testing.T) {
 	if v := c.Values(); v.Rejected["replayed"] != 1 || v.Rejected["invalid"] != 1 || v.Opened != 4 {
 		t.Fatalf("counters %+v", v)
 	}
-	if _, err := mrtr.New(sealerOf(t), mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("x")}); err == nil {
+	if _, err := mrtr.New(sealerOf(t), &mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("x")}); err == nil {
 		t.Fatal("SingleUse without a guard accepted")
 	}
 }
@@ -75,7 +75,7 @@ func TestSingleUseLargeState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := mrtr.New(s, mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0), Metrics: &mrtr.Counters{}})
+		m, err := mrtr.New(s, &mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0), Metrics: &mrtr.Counters{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestSingleUseSameSecond(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.MAC)
 	now := time.Now() // stopped: every seal is in this second; the guard's own clock runs
 	s, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
-	m, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
+	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +145,8 @@ func TestSingleUseSameSecond(t *testing.T) {
 // to its state or cut from it.
 func TestSingleUseChangedPredicate(t *testing.T) {
 	s := sealerOf(t)
-	plain, _ := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{}})
-	single, _ := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
+	plain, _ := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{}})
+	single, _ := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
 	state := strings.Repeat("s", 40)

@@ -45,7 +45,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := seal.New(ring)
-	ms, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: m, SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	ms, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: m, SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
