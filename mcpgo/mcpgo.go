@@ -60,7 +60,7 @@ type Options struct {
 
 // An Adapter holds the tool and prompt middleware.
 type Adapter struct {
-	m *mrtr.Sealer
+	m *mrtr.States
 	o Options
 }
 

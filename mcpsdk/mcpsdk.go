@@ -71,7 +71,7 @@ type Options struct {
 
 // An Adapter holds the middleware for one server.
 type Adapter struct {
-	m   *mrtr.Sealer
+	m   *mrtr.States
 	o   Options
 	reg *registry
 }

@@ -75,7 +75,7 @@ func TestLabels(t *testing.T) {
 // (here, a member name of its arguments), and a caller may log it; its
 // text stays short, and errors.Is still sees the sentinel.
 func TestBoundedErrors(t *testing.T) {
-	m, _ := newSealer(t, mrtr.Options{})
+	m, _ := newStates(t, mrtr.Options{})
 	name := strings.Repeat("k", 100<<10)
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: strings.Repeat("t", 100<<10), Principal: "p",
 		Arguments: []byte(`{"` + name + `":1,"` + strings.ToUpper(name) + `":2}`)} // case-folded duplicates

@@ -60,8 +60,8 @@ func (s slogMetrics) Opened(method, target string) {
 }
 
 func (s slogMetrics) Rejected(method, target, reason string) {
-	// The labels are bounded by the Sealer; clip them again for callers
-	// other than a Sealer, and for the limiter's map.
+	// The labels are bounded by States; clip them again for callers
+	// other than States, and for the limiter's map.
 	method, target, reason = clip(method, maxLabelLen), clip(target, maxLabelLen), clip(reason, maxLabelLen)
 	ok, suppressed := s.lim.allow(rejection{method, target, reason})
 	if !ok {
@@ -91,7 +91,7 @@ type window struct {
 }
 
 // maxLimiterKeys bounds the limiter's memory for a caller whose labels are
-// not bounded; a Sealer's are.
+// not bounded; those of States are.
 const maxLimiterKeys = 1024
 
 func (l *limiter) allow(k rejection) (ok bool, suppressed int) {

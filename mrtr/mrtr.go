@@ -3,9 +3,9 @@
 //
 // A tools/call, prompts/get or resources/read handler that needs input
 // returns "input_required" with a requestState, and the client sends it back
-// on the retry. [Sealer.Seal] turns the handler's plaintext state into a
+// on the retry. [States.Seal] turns the handler's plaintext state into a
 // token bound to the request (method, target, principal, audience, optional
-// session, a digest of the arguments) with a short expiry; [Sealer.Open]
+// session, a digest of the arguments) with a short expiry; [States.Open]
 // checks it on the retry and gives the handler its plaintext back.
 //
 // Most servers do not call this package directly: packages mcpsdk (for
@@ -34,7 +34,7 @@ const (
 	MethodReadResource = "resources/read"
 )
 
-// Options configure a Sealer. Audience is required.
+// Options configure States. Audience is required.
 type Options struct {
 	// Audience names this server or deployment, such as its URL; it is
 	// bound into every token so that one cannot move to another service
@@ -129,16 +129,20 @@ const (
 	maxErrLen   = 512
 )
 
-// A Sealer seals and opens request states. It is safe for concurrent use.
-type Sealer struct {
+// States seals and opens the request states of one server, each bound to
+// its request, under the server's Options. It is safe for concurrent use.
+// (It is not a seal.Sealer, which it uses: that one seals bytes under a
+// binding; States makes the binding from an MCP request.)
+type States struct {
 	s       *seal.Sealer
 	o       Options
 	metrics Metrics
 }
 
-// New returns a Sealer over s, configured by a copy of *o. A nil o is the
-// zero Options, which New refuses: Options.Audience is required.
-func New(s *seal.Sealer, o *Options) (*Sealer, error) {
+// New returns the States of a server sealing with s, configured by a copy
+// of *o. A nil o is the zero Options, which New refuses: Options.Audience
+// is required.
+func New(s *seal.Sealer, o *Options) (*States, error) {
 	if s == nil {
 		return nil, errors.New("mrtr: nil seal.Sealer")
 	}
@@ -160,10 +164,10 @@ func New(s *seal.Sealer, o *Options) (*Sealer, error) {
 	if m == nil {
 		m = SlogMetrics(nil)
 	}
-	return &Sealer{s: s, o: *o, metrics: m}, nil
+	return &States{s: s, o: *o, metrics: m}, nil
 }
 
-// ErrNoPrincipal reports a request without a principal, on a Sealer whose
+// ErrNoPrincipal reports a request without a principal, to States whose
 // Options do not AllowAnonymous.
 var ErrNoPrincipal = errors.New("mrtr: request has no principal; bind the authenticated user, or set Options.AllowAnonymous")
 
@@ -176,7 +180,7 @@ var ErrArguments = seal.ErrArguments
 // binding. The arguments are digested once, on first use, however many
 // states the call opens and seals. A Call is not safe for concurrent use.
 type Call struct {
-	m      *Sealer
+	m      *States
 	r      Request
 	b      seal.Binding
 	err    error
@@ -209,7 +213,7 @@ func (c *Call) singleUseBinding(b seal.Binding) seal.Binding {
 }
 
 // Call returns the Call for r.
-func (m *Sealer) Call(r Request) *Call { return &Call{m: m, r: r} }
+func (m *States) Call(r Request) *Call { return &Call{m: m, r: r} }
 
 func (c *Call) binding() (seal.Binding, error) {
 	if !c.done {
@@ -233,13 +237,13 @@ func (c *Call) binding() (seal.Binding, error) {
 
 // Seal seals a handler's plaintext state for r. An empty state stays
 // empty: there is nothing to protect and the client echoes nothing back.
-func (m *Sealer) Seal(r Request, state string) (string, error) { return m.Call(r).Seal(state) }
+func (m *States) Seal(r Request, state string) (string, error) { return m.Call(r).Seal(state) }
 
 // Open verifies a token the client sent back for r and returns the
 // plaintext state. Errors match the seal package's sentinels, ErrArguments,
 // ErrNoPrincipal, or, for a single-use target, replay.ErrReplayed and
 // replay.ErrUnavailable; Reason says what the client may be told.
-func (m *Sealer) Open(ctx context.Context, r Request, token string) (string, error) {
+func (m *States) Open(ctx context.Context, r Request, token string) (string, error) {
 	return m.Call(r).Open(ctx, token)
 }
 
@@ -257,7 +261,7 @@ func Reason(err error) string {
 	return seal.Reason(err)
 }
 
-// Seal is Sealer.Seal for this call.
+// Seal is [States.Seal] for this call.
 func (c *Call) Seal(state string) (string, error) {
 	if state == "" {
 		return "", nil
@@ -286,7 +290,7 @@ func (c *Call) Seal(state string) (string, error) {
 	return tok, nil
 }
 
-// Open is Sealer.Open for this call. A token that is malformed, too large
+// Open is [States.Open] for this call. A token that is malformed, too large
 // or names a key the ring does not hold is rejected before the arguments
 // are digested, so that rejection costs the same whatever their size.
 func (c *Call) Open(ctx context.Context, token string) (string, error) {
@@ -392,7 +396,7 @@ func (c *Call) use(ctx context.Context, token string) error {
 	return nil
 }
 
-func (m *Sealer) observe(op string, start time.Time) {
+func (m *States) observe(op string, start time.Time) {
 	if l, ok := m.metrics.(LatencyMetrics); ok {
 		l.Latency(op, time.Since(start))
 	}
@@ -401,7 +405,7 @@ func (m *Sealer) observe(op string, start time.Time) {
 // Reject counts a state of r refused without being opened, by an adapter
 // that knows none can be valid on the path it arrived on. The target is
 // named by r.Label, else Unknown: nothing authenticated it.
-func (m *Sealer) Reject(r Request) {
+func (m *States) Reject(r Request) {
 	method, target := labels(r, false)
 	m.metrics.Rejected(method, target, "invalid")
 }

@@ -18,7 +18,7 @@ type unavailable struct{}
 func (unavailable) Use(context.Context, []byte, time.Time) error { return replay.ErrUnavailable }
 
 func TestSingleUse(t *testing.T) {
-	m, c := newSealer(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	m, c := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p", Arguments: []byte(`{"amount":1}`)}
 	look := pay
 	look.Target = "look"
@@ -50,7 +50,7 @@ func TestSingleUse(t *testing.T) {
 }
 
 func TestSingleUseUnavailable(t *testing.T) {
-	m, _ := newSealer(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: unavailable{}})
+	m, _ := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: unavailable{}})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
 	tok, _ := m.Seal(pay, "s")
 	if _, err := m.Open(ctx, pay, tok); !errors.Is(err, replay.ErrUnavailable) || mrtr.Reason(err) != "unavailable" {
@@ -152,7 +152,7 @@ func TestSingleUseChangedPredicate(t *testing.T) {
 	state := strings.Repeat("s", 40)
 	for _, c := range []struct {
 		name       string
-		seal, open *mrtr.Sealer
+		seal, open *mrtr.States
 	}{{"made single use", plain, single}, {"no longer single use", single, plain}} {
 		tok, err := c.seal.Seal(pay, state)
 		if err != nil {
