@@ -380,17 +380,18 @@ type boundedError struct{ err error }
 func (e boundedError) Error() string { return clip(e.err.Error(), maxErrLen) }
 func (e boundedError) Unwrap() error { return e.err }
 
-// use records an authentic token's first use. The token is decoded with
-// the sealer's own length bound, which Open has just applied: the default
-// one of replay.ID would refuse every token over 64 KiB that a sealer
-// configured for longer ones accepts.
+// use records an authentic token's first use: its id is its
+// authentication tag, kept until its expiry plus replay.Margin, the
+// largest skew an opener allows. The token is decoded with the
+// seal.Sealer's own length bound, which Open has just applied: the
+// default one of seal.Inspect would refuse every token over 64 KiB that a
+// seal.Sealer configured for longer ones accepts.
 func (c *Call) use(ctx context.Context, token string) error {
 	h, err := c.m.s.Inspect(token)
 	if err != nil {
 		return err
 	}
-	id, keep := replay.IDOf(h)
-	if err := c.m.o.Replay.Use(ctx, id, keep); err != nil {
+	if err := c.m.o.Replay.Use(ctx, h.Tag, h.Expiry.Add(replay.Margin)); err != nil {
 		return fmt.Errorf("mrtr: %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err)
 	}
 	return nil
