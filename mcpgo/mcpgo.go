@@ -96,14 +96,11 @@ func (a *Adapter) ServerOptions() []server.ServerOption {
 func (a *Adapter) Resource(next server.ResourceHandlerFunc) server.ResourceHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		if req.Params.RequestState != "" {
-			a.m.Reject(mrtr.Request{Method: mrtr.MethodReadResource, Target: req.Params.URI, Label: resourceLabel(ctx, req.Params.URI)})
-			return nil, errRejected
+			return nil, clientError(a.m.Refuse(mrtr.Request{Method: mrtr.MethodReadResource, Target: req.Params.URI, Label: resourceLabel(ctx, req.Params.URI)}))
 		}
 		return next(ctx, req)
 	}
 }
-
-var errRejected = errors.New("invalid requestState (reason: invalid)")
 
 // resourceLabel names uri in metrics: uri itself if the server or the
 // session registered that resource, else mrtr.Unknown. A URI that only a
@@ -168,41 +165,30 @@ func (a *Adapter) Prompt(next server.PromptHandlerFunc) server.PromptHandlerFunc
 	}
 }
 
-// around opens the state *in points to, calls the handler, and seals the
-// state of its result.
+// around runs the handler through mrtr's Handle: it opens the state *in
+// points to, calls the handler, and seals the state of its result.
 func around[R any](ctx context.Context, a *Adapter, r mrtr.Request, in *string, handle func() (*R, error), out func(*R) *string) (*R, error) {
-	call := a.m.Call(r) // digests the arguments at most once
-	if err := openState(ctx, call, in); err != nil {
-		return nil, err
+	var res *R
+	err := a.m.Handle(ctx, r, in, nil, func() (*string, error) {
+		var err error
+		if res, err = handle(); err != nil || res == nil {
+			return nil, err
+		}
+		return out(res), nil
+	})
+	if _, ok := err.(*mrtr.StateError); ok {
+		return nil, clientError(err)
 	}
-	res, err := handle()
-	if err != nil || res == nil {
-		return res, err
-	}
-	return res, sealState(call, out(res))
+	return res, err
 }
 
-func openState(ctx context.Context, call *mrtr.Call, state *string) error {
-	if *state == "" {
-		return nil
+// clientError is the error a client sees for an *mrtr.StateError: mcp-go
+// sends every handler error as -32603 with its text, so the text says no
+// more than the reason a state did not open, or that the handler's state
+// could not be sealed (mrtr has logged why).
+func clientError(err error) error {
+	if se, ok := err.(*mrtr.StateError); ok && se.Op == "seal" {
+		return errors.New("cannot seal requestState")
 	}
-	plain, err := call.Open(ctx, *state)
-	if err != nil {
-		return fmt.Errorf("invalid requestState (reason: %s)", mrtr.Reason(err))
-	}
-	*state = plain
-	return nil
-}
-
-func sealState(call *mrtr.Call, state *string) error {
-	if *state == "" {
-		return nil
-	}
-	tok, err := call.Seal(*state)
-	if err != nil {
-		*state = "" // the plaintext must not reach the client
-		return fmt.Errorf("cannot seal requestState")
-	}
-	*state = tok
-	return nil
+	return fmt.Errorf("invalid requestState (reason: %s)", mrtr.Reason(err))
 }

@@ -47,7 +47,7 @@ func TestLabels(t *testing.T) {
 	m.Open(ctx, mrtr.Request{Method: mrtr.MethodCallTool, Target: evil, Principal: "p"}, tok)
 	m.Open(ctx, mrtr.Request{Method: mrtr.MethodCallTool, Target: evil, Label: "registered", Principal: "p"}, tok)
 	m.Open(ctx, mrtr.Request{Method: evil, Target: evil, Principal: "p"}, tok)
-	m.Reject(mrtr.Request{Method: mrtr.MethodReadResource, Target: evil})
+	m.Refuse(mrtr.Request{Method: mrtr.MethodReadResource, Target: evil})
 	long := mrtr.Request{Method: mrtr.MethodCallTool, Target: evil, Label: evil, Principal: "p"}
 	m.Open(ctx, long, tok)
 	want := []string{

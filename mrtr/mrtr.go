@@ -11,7 +11,9 @@
 // Most servers do not call this package directly: packages mcpsdk (for
 // github.com/modelcontextprotocol/go-sdk) and mcpgo (for
 // github.com/mark3labs/mcp-go) install it as middleware, so handlers never
-// see a sealed token.
+// see a sealed token. An adapter for another SDK runs each request that
+// may carry state through [States.Handle], and answers a *[StateError] in
+// its SDK's terms.
 package mrtr
 
 import (
@@ -20,6 +22,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 
@@ -63,6 +66,10 @@ type Options struct {
 	// seal.DefaultMaxArgsBytes and seal.DefaultMaxArgsDepth. Arguments past
 	// a bound cannot carry state.
 	Args seal.ArgsOptions
+	// Logger receives, from Handle, why a state a handler returned could
+	// not be sealed: the client is told no more than that it could not.
+	// nil means slog.Default().
+	Logger *slog.Logger
 	// SingleUse names the targets whose states open once: after a state
 	// authenticates, Replay records it, and a second use is refused
 	// (replay.ErrReplayed, reason "replayed") until it expires. Use it for
@@ -403,10 +410,96 @@ func (m *States) observe(op string, start time.Time) {
 	}
 }
 
-// Reject counts a state of r refused without being opened, by an adapter
-// that knows none can be valid on the path it arrived on. The target is
-// named by r.Label, else Unknown: nothing authenticated it.
-func (m *States) Reject(r Request) {
+func (m *States) logger() *slog.Logger {
+	if m.o.Logger != nil {
+		return m.o.Logger
+	}
+	return slog.Default()
+}
+
+// A StateError is an error of Handle or Refuse about a request's state,
+// as opposed to an error of the handler. Reason(err) says what a client
+// may be told about an Op "open" error.
+type StateError struct {
+	// Op is "open" for a state the request brought that did not open, or
+	// was refused: the handler did not run. It is "seal" for a state the
+	// handler returned that could not be sealed: the handler ran, its
+	// state has been cleared so that the plaintext never reaches the
+	// client, and Handle has logged the cause to Options.Logger; tell the
+	// client no more than that the state could not be sealed.
+	Op  string
+	Err error
+}
+
+func (e *StateError) Error() string {
+	return clip("mrtr: cannot "+e.Op+" requestState: "+e.Err.Error(), maxErrLen)
+}
+
+func (e *StateError) Unwrap() error { return e.Err }
+
+// Handle runs one request that may carry state through its handler, as an
+// adapter for an MCP SDK does: it opens the state the request brought,
+// calls next, and seals the state next's result carries, all under r (the
+// arguments are digested at most once).
+//
+// state points to the request's requestState. A token there is replaced
+// by its plaintext before next runs; "" (the first round of every call)
+// stays "" and is not opened. next runs the handler and returns a pointer
+// to its result's requestState, or nil for a result without one; a
+// plaintext state there is replaced by its token.
+//
+// label, if not nil and r.Label is empty, supplies r.Label: Handle calls
+// it at most once, and only when there is a state to open or seal, so an
+// adapter whose lookup of registered targets costs something (mcpsdk
+// lists the server's tools) pays for it only then.
+//
+// Handle returns next's error as it is. Its own errors are a *StateError,
+// returned as it is too: Op "open" when the state did not open (next did
+// not run), Op "seal" when the handler's state could not be sealed.
+func (m *States) Handle(ctx context.Context, r Request, state *string, label func() string, next func() (*string, error)) error {
+	c := m.Call(r)
+	name := func() {
+		if label != nil && c.r.Label == "" {
+			c.r.Label, label = label(), nil
+		}
+	}
+	if *state != "" {
+		name()
+		plain, err := c.Open(ctx, *state)
+		if err != nil {
+			return &StateError{Op: "open", Err: err}
+		}
+		*state = plain
+	}
+	out, err := next()
+	if err != nil || out == nil || *out == "" {
+		return err
+	}
+	name()
+	tok, err := c.Seal(*out)
+	if err != nil {
+		*out = "" // the plaintext must not reach the client
+		method, target := c.labels(true)
+		// err's text is bounded.
+		m.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+		return &StateError{Op: "seal", Err: err}
+	}
+	*out = tok
+	return nil
+}
+
+// errRefused is the cause of Refuse's errors.
+var errRefused = fmt.Errorf("%w: no state is sealed on this path", seal.ErrInvalid)
+
+// Refuse refuses, without opening it, the state a request carries on a
+// path for which no state is ever sealed: an adapter calls it where its
+// SDK routes a request past the middleware that calls Handle, or to a
+// handler that cannot answer input_required. It counts a rejection with
+// reason "invalid", naming the target by r.Label, else Unknown, since
+// nothing authenticated it, and returns a *StateError (Op "open") whose
+// Reason is "invalid".
+func (m *States) Refuse(r Request) error {
 	method, target := labels(r, false)
 	m.metrics.Rejected(method, target, "invalid")
+	return &StateError{Op: "open", Err: errRefused}
 }
