@@ -5,9 +5,16 @@
 // tool and prompt handlers then keep working with plaintext RequestState
 // while clients only see sealed tokens:
 //
-//	a, err := mcpgo.New(sealer, nil)
+//	a, err := mcpgo.New(sealer, &mcpgo.Options{
+//		Options: mrtr.Options{Audience: "https://mcp.example.com"}, // required
+//		Principal: func(ctx context.Context, _ http.Header) string {
+//			return userFrom(ctx) // the user your HTTP authentication put there
+//		},
+//	})
 //	if err != nil { ... }
 //	s := server.NewMCPServer("name", "1.0.0", a.ServerOptions()...)
+//
+// The package's Example runs this, both rounds of a tool call included.
 //
 // What mcp-go does not allow, and what that means here:
 //
@@ -22,7 +29,12 @@
 //     way.
 //   - mcp-go has no standard authenticated principal. Options.Principal
 //     supplies one (from the context your HTTP authentication sets, or the
-//     request header); without it, states are bound to no principal.
+//     request header). A request without a principal carries no state
+//     unless mrtr.Options.AllowAnonymous is set: without Principal, every
+//     input_required fails with -32603 "cannot seal requestState", and
+//     mrtr.Options.Logger says why (mrtr.ErrNoPrincipal). Set
+//     AllowAnonymous only for a server without user authentication whose
+//     tools act the same for every caller.
 //
 // Metrics and logs name a tool or prompt as registered (mcp-go runs the
 // middleware only for one it found), a resource by its URI if that exact
@@ -48,11 +60,14 @@ import (
 	"github.com/stateseal/stateseal/seal"
 )
 
-// Options configure the adapter. A nil *Options is the zero value.
+// Options configure the adapter. Options.Audience is required; a request
+// with no principal carries no state unless Options.AllowAnonymous is set
+// (see mrtr.Options).
 type Options struct {
 	mrtr.Options
 	// Principal returns the authenticated caller of a request from its
-	// context and HTTP header; nil binds no principal.
+	// context and HTTP header. nil means none: then only a server that
+	// sets AllowAnonymous can answer input_required.
 	Principal func(ctx context.Context, header http.Header) string
 	// Session returns an application session id to bind; nil binds none.
 	Session func(ctx context.Context, header http.Header) string
@@ -64,7 +79,8 @@ type Adapter struct {
 	o Options
 }
 
-// New returns an adapter sealing with s.
+// New returns an adapter sealing with s. It fails if o is nil or names no
+// audience: see mrtr.Options.
 func New(s *seal.Sealer, o *Options) (*Adapter, error) {
 	if o == nil {
 		o = &Options{}
