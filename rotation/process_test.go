@@ -2,7 +2,6 @@ package rotation
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -145,14 +144,29 @@ func TestKillDuringRotation(t *testing.T) {
 	var lastVersion uint64 = 1
 	for i := range 50 {
 		cmd := helperCmd(path, -1)
-		var out bytes.Buffer
-		cmd.Stdout = &out
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
+		// Kill the process once it has made a random number of attempts:
+		// it is then rotating in a loop, so the kill lands somewhere in
+		// an edit, however slow the machine, never before the first.
+		var out strings.Builder
+		lines := bufio.NewScanner(pipe)
+		for n := 1 + rand.IntN(3); n > 0 && lines.Scan(); n-- {
+			fmt.Fprintln(&out, lines.Text())
+		}
 		cmd.Process.Signal(syscall.SIGKILL)
+		for lines.Scan() { // what it wrote before it died
+			fmt.Fprintln(&out, lines.Text())
+		}
 		cmd.Wait()
+		if strings.Contains(out.String(), "error") {
+			t.Fatalf("kill %d: the rotating process failed: %s", i, out.String())
+		}
 		ks, err := keyset.ReadFile(context.Background(), path)
 		if err != nil {
 			t.Fatalf("kill %d: keyset does not parse: %v", i, err)
