@@ -47,8 +47,7 @@ func (a *Adapter) guard(s *server.MCPServer) {
 		}
 		// The method and name are the client's: a task tool's name, or
 		// any at all. Metrics name neither (mrtr.Unknown).
-		a.m.Reject(mrtr.Request{Method: m.Method, Target: m.Params.Name, Label: mrtr.Unknown})
-		return errRejected
+		return clientError(a.m.Refuse(mrtr.Request{Method: m.Method, Target: m.Params.Name, Label: mrtr.Unknown}))
 	})
 }
 

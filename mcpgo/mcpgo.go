@@ -5,9 +5,16 @@
 // tool and prompt handlers then keep working with plaintext RequestState
 // while clients only see sealed tokens:
 //
-//	a, err := mcpgo.New(sealer, nil)
+//	a, err := mcpgo.New(sealer, &mcpgo.Options{
+//		Options: mrtr.Options{Audience: "https://mcp.example.com"}, // required
+//		Principal: func(ctx context.Context, _ http.Header) string {
+//			return userFrom(ctx) // the user your HTTP authentication put there
+//		},
+//	})
 //	if err != nil { ... }
 //	s := server.NewMCPServer("name", "1.0.0", a.ServerOptions()...)
+//
+// The package's Example runs this, both rounds of a tool call included.
 //
 // What mcp-go does not allow, and what that means here:
 //
@@ -22,7 +29,12 @@
 //     way.
 //   - mcp-go has no standard authenticated principal. Options.Principal
 //     supplies one (from the context your HTTP authentication sets, or the
-//     request header); without it, states are bound to no principal.
+//     request header). A request without a principal carries no state
+//     unless mrtr.Options.AllowAnonymous is set: without Principal, every
+//     input_required fails with -32603 "cannot seal requestState", and
+//     mrtr.Options.Logger says why (mrtr.ErrNoPrincipal). Set
+//     AllowAnonymous only for a server without user authentication whose
+//     tools act the same for every caller.
 //
 // Metrics and logs name a tool or prompt as registered (mcp-go runs the
 // middleware only for one it found), a resource by its URI if that exact
@@ -48,11 +60,14 @@ import (
 	"github.com/stateseal/stateseal/seal"
 )
 
-// Options configure the adapter. A nil *Options is the zero value.
+// Options configure the adapter. Options.Audience is required; a request
+// with no principal carries no state unless Options.AllowAnonymous is set
+// (see mrtr.Options).
 type Options struct {
 	mrtr.Options
 	// Principal returns the authenticated caller of a request from its
-	// context and HTTP header; nil binds no principal.
+	// context and HTTP header. nil means none: then only a server that
+	// sets AllowAnonymous can answer input_required.
 	Principal func(ctx context.Context, header http.Header) string
 	// Session returns an application session id to bind; nil binds none.
 	Session func(ctx context.Context, header http.Header) string
@@ -60,16 +75,17 @@ type Options struct {
 
 // An Adapter holds the tool and prompt middleware.
 type Adapter struct {
-	m *mrtr.Sealer
+	m *mrtr.States
 	o Options
 }
 
-// New returns an adapter sealing with s.
+// New returns an adapter sealing with s. It fails if o is nil or names no
+// audience: see mrtr.Options.
 func New(s *seal.Sealer, o *Options) (*Adapter, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	m, err := mrtr.New(s, o.Options)
+	m, err := mrtr.New(s, &o.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -96,14 +112,11 @@ func (a *Adapter) ServerOptions() []server.ServerOption {
 func (a *Adapter) Resource(next server.ResourceHandlerFunc) server.ResourceHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		if req.Params.RequestState != "" {
-			a.m.Reject(mrtr.Request{Method: mrtr.MethodReadResource, Target: req.Params.URI, Label: resourceLabel(ctx, req.Params.URI)})
-			return nil, errRejected
+			return nil, clientError(a.m.Refuse(mrtr.Request{Method: mrtr.MethodReadResource, Target: req.Params.URI, Label: resourceLabel(ctx, req.Params.URI)}))
 		}
 		return next(ctx, req)
 	}
 }
-
-var errRejected = errors.New("invalid requestState (reason: invalid)")
 
 // resourceLabel names uri in metrics: uri itself if the server or the
 // session registered that resource, else mrtr.Unknown. A URI that only a
@@ -168,41 +181,30 @@ func (a *Adapter) Prompt(next server.PromptHandlerFunc) server.PromptHandlerFunc
 	}
 }
 
-// around opens the state *in points to, calls the handler, and seals the
-// state of its result.
+// around runs the handler through mrtr's Handle: it opens the state *in
+// points to, calls the handler, and seals the state of its result.
 func around[R any](ctx context.Context, a *Adapter, r mrtr.Request, in *string, handle func() (*R, error), out func(*R) *string) (*R, error) {
-	call := a.m.Call(r) // digests the arguments at most once
-	if err := openState(ctx, call, in); err != nil {
-		return nil, err
+	var res *R
+	err := a.m.Handle(ctx, r, in, nil, func() (*string, error) {
+		var err error
+		if res, err = handle(); err != nil || res == nil {
+			return nil, err
+		}
+		return out(res), nil
+	})
+	if _, ok := err.(*mrtr.StateError); ok {
+		return nil, clientError(err)
 	}
-	res, err := handle()
-	if err != nil || res == nil {
-		return res, err
-	}
-	return res, sealState(call, out(res))
+	return res, err
 }
 
-func openState(ctx context.Context, call *mrtr.Call, state *string) error {
-	if *state == "" {
-		return nil
+// clientError is the error a client sees for an *mrtr.StateError: mcp-go
+// sends every handler error as -32603 with its text, so the text says no
+// more than the reason a state did not open, or that the handler's state
+// could not be sealed (mrtr has logged why).
+func clientError(err error) error {
+	if se, ok := err.(*mrtr.StateError); ok && se.Op == "seal" {
+		return errors.New("cannot seal requestState")
 	}
-	plain, err := call.Open(ctx, *state)
-	if err != nil {
-		return fmt.Errorf("invalid requestState (reason: %s)", mrtr.Reason(err))
-	}
-	*state = plain
-	return nil
-}
-
-func sealState(call *mrtr.Call, state *string) error {
-	if *state == "" {
-		return nil
-	}
-	tok, err := call.Seal(*state)
-	if err != nil {
-		*state = "" // the plaintext must not reach the client
-		return fmt.Errorf("cannot seal requestState")
-	}
-	*state = tok
-	return nil
+	return fmt.Errorf("invalid requestState (reason: %s)", mrtr.Reason(err))
 }

@@ -1,9 +1,11 @@
 package mcpgo_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -223,5 +225,47 @@ func TestPrompt(t *testing.T) {
 	}
 	if _, err := retry(map[string]string{"extra": "x"}); err == nil || !strings.Contains(err.Error(), "invalid requestState") {
 		t.Fatalf("changed arguments: %v", err)
+	}
+}
+
+// TestNoPrincipal: without Options.Principal (and without AllowAnonymous)
+// a request carries no state, so a server that forgot to bind its users
+// fails loudly: the first round of an input_required is -32603 "cannot
+// seal requestState", the plaintext never reaches the client, and the log
+// says why.
+func TestNoPrincipal(t *testing.T) {
+	var log bytes.Buffer
+	ring, _ := keyring.Generate(keyring.AEAD)
+	s, _ := seal.New(ring)
+	a, err := mcpgo.New(s, &mcpgo.Options{Options: mrtr.Options{Audience: "test", Logger: slog.New(slog.NewTextHandler(&log, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.NewMCPServer("f", "1.0.0", append(a.ServerOptions(), server.WithToolCapabilities(false))...)
+	srv.AddTool(mcp.NewTool("book"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return server.NewInputRequestBuilder(secretState).
+			Elicit("confirm", mcp.ElicitationParams{Mode: mcp.ElicitationModeForm, Message: "Sure?", RequestedSchema: map[string]any{"type": "object"}}).
+			ToolResult(), nil
+	})
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "book", "_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    mcp.ProtocolVersion20260728,
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+	}}})
+	out, _ := json.Marshal(srv.HandleMessage(context.Background(), msg))
+	var resp struct {
+		Error *struct {
+			Code    int
+			Message string
+		}
+	}
+	json.Unmarshal(out, &resp)
+	if resp.Error == nil || resp.Error.Code != -32603 || resp.Error.Message != "cannot seal requestState" {
+		t.Fatalf("got %s", out)
+	}
+	if strings.Contains(string(out), "c-4711") {
+		t.Fatal("the plaintext state reached the client")
+	}
+	if l := log.String(); !strings.Contains(l, "cannot seal requestState") || !strings.Contains(l, "no principal") {
+		t.Fatalf("log: %q", l)
 	}
 }

@@ -44,7 +44,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,13 +64,11 @@ type Options struct {
 	// Session returns an application session or conversation id to bind,
 	// or ""; nil means none.
 	Session func(ctx context.Context, req mcp.Request) string
-	// Logger receives failures to seal; nil means slog.Default().
-	Logger *slog.Logger
 }
 
 // An Adapter holds the middleware for one server.
 type Adapter struct {
-	m   *mrtr.Sealer
+	m   *mrtr.States
 	o   Options
 	reg *registry
 }
@@ -82,7 +79,7 @@ func New(s *seal.Sealer, o *Options) (*Adapter, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	m, err := mrtr.New(s, o.Options)
+	m, err := mrtr.New(s, &o.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -103,37 +100,21 @@ func (a *Adapter) Middleware() mcp.Middleware {
 				r.Session = a.o.Session(ctx, req)
 			}
 			// The target is the client's word until the server is known
-			// to serve it: metrics and logs name it by its label.
+			// to serve it: metrics and logs name it by its label, looked
+			// up only for a request that carries state.
 			label := func() string { return a.reg.label(ctx, method, r.Target, req, next) }
-			var call *mrtr.Call // digests the arguments at most once
-			if *state != "" {
-				r.Label = label()
-				call = a.m.Call(r)
-				plain, err := call.Open(ctx, *state)
-				if err != nil {
-					return nil, rejection(err)
+			var res mcp.Result
+			err := a.m.Handle(ctx, r, state, label, func() (*string, error) {
+				var err error
+				if res, err = next(ctx, method, req); err != nil || res == nil {
+					return nil, err
 				}
-				*state = plain
+				return resultState(res), nil
+			})
+			if se, ok := err.(*mrtr.StateError); ok {
+				return nil, wireError(se)
 			}
-			res, err := next(ctx, method, req)
-			if err != nil || res == nil {
-				return res, err
-			}
-			if out := resultState(res); out != nil && *out != "" {
-				if call == nil {
-					r.Label = label()
-					call = a.m.Call(r)
-				}
-				tok, err := call.Seal(*out)
-				if err != nil {
-					// err's text is bounded by mrtr.
-					logger(&a.o).Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", r.Label, "err", err)
-					*out = "" // the plaintext must not reach the client
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot seal requestState"}
-				}
-				*out = tok
-			}
-			return res, nil
+			return res, err
 		}
 	}
 }
@@ -184,18 +165,15 @@ func principal(ctx context.Context, req mcp.Request, o *Options) string {
 	return ""
 }
 
-func logger(o *Options) *slog.Logger {
-	if o.Logger != nil {
-		return o.Logger
-	}
-	return slog.Default()
-}
-
-// rejection is the error a client sees for a state that does not open:
+// wireError is the error a client sees for a state that does not open:
 // one fixed message and the reason, nothing about which check failed. A
 // single-use check that could not be made is an internal error, which the
-// client may retry.
-func rejection(err error) error {
+// client may retry, and so is a state that could not be sealed (mrtr has
+// logged why).
+func wireError(err *mrtr.StateError) error {
+	if err.Op == "seal" {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot seal requestState"}
+	}
 	reason := mrtr.Reason(err)
 	if errors.Is(err, mrtr.ErrArguments) || errors.Is(err, mrtr.ErrNoPrincipal) {
 		reason = "invalid"

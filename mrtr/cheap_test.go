@@ -15,7 +15,7 @@ import (
 // the ring does not hold, is rejected before the arguments are digested,
 // so 3 MB of arguments cost nothing more than 7 bytes do.
 func TestRejectionIgnoresArguments(t *testing.T) {
-	m, c := newSealer(t, mrtr.Options{})
+	m, c := newStates(t, mrtr.Options{})
 	big := []byte(`{"blob":"` + strings.Repeat("x", 3<<20) + `"}`)
 	other, _ := keyring.Generate(keyring.AEAD)
 	os, _ := seal.New(other)

@@ -15,7 +15,7 @@ import (
 func Example() {
 	ring, _ := keyring.Generate(keyring.AEAD)
 	s, _ := seal.New(ring)
-	m, err := mrtr.New(s, mrtr.Options{Audience: "https://flights.example"})
+	m, err := mrtr.New(s, &mrtr.Options{Audience: "https://flights.example"})
 	if err != nil {
 		log.Fatal(err)
 	}

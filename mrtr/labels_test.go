@@ -33,7 +33,7 @@ func TestLabels(t *testing.T) {
 	now := time.Now()
 	s, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
 	l := &labelled{}
-	m, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: l})
+	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestLabels(t *testing.T) {
 	m.Open(ctx, mrtr.Request{Method: mrtr.MethodCallTool, Target: evil, Principal: "p"}, tok)
 	m.Open(ctx, mrtr.Request{Method: mrtr.MethodCallTool, Target: evil, Label: "registered", Principal: "p"}, tok)
 	m.Open(ctx, mrtr.Request{Method: evil, Target: evil, Principal: "p"}, tok)
-	m.Reject(mrtr.Request{Method: mrtr.MethodReadResource, Target: evil})
+	m.Refuse(mrtr.Request{Method: mrtr.MethodReadResource, Target: evil})
 	long := mrtr.Request{Method: mrtr.MethodCallTool, Target: evil, Label: evil, Principal: "p"}
 	m.Open(ctx, long, tok)
 	want := []string{
@@ -75,7 +75,7 @@ func TestLabels(t *testing.T) {
 // (here, a member name of its arguments), and a caller may log it; its
 // text stays short, and errors.Is still sees the sentinel.
 func TestBoundedErrors(t *testing.T) {
-	m, _ := newSealer(t, mrtr.Options{})
+	m, _ := newStates(t, mrtr.Options{})
 	name := strings.Repeat("k", 100<<10)
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: strings.Repeat("t", 100<<10), Principal: "p",
 		Arguments: []byte(`{"` + name + `":1,"` + strings.ToUpper(name) + `":2}`)} // case-folded duplicates

@@ -60,8 +60,8 @@ func (s slogMetrics) Opened(method, target string) {
 }
 
 func (s slogMetrics) Rejected(method, target, reason string) {
-	// The labels are bounded by the Sealer; clip them again for callers
-	// other than a Sealer, and for the limiter's map.
+	// The labels are bounded by States; clip them again for callers
+	// other than States, and for the limiter's map.
 	method, target, reason = clip(method, maxLabelLen), clip(target, maxLabelLen), clip(reason, maxLabelLen)
 	ok, suppressed := s.lim.allow(rejection{method, target, reason})
 	if !ok {
@@ -91,7 +91,7 @@ type window struct {
 }
 
 // maxLimiterKeys bounds the limiter's memory for a caller whose labels are
-// not bounded; a Sealer's are.
+// not bounded; those of States are.
 const maxLimiterKeys = 1024
 
 func (l *limiter) allow(k rejection) (ok bool, suppressed int) {
@@ -114,31 +114,38 @@ func (l *limiter) allow(k rejection) (ok bool, suppressed int) {
 	return true, suppressed
 }
 
-// Counters counts in memory, for tests and for export to a metrics system.
+// Counters is a Metrics that counts in memory: states sealed and opened,
+// and states rejected by reason, whatever their method and target. Use it
+// in tests, or read Values to export the counts to a metrics system. The
+// zero value is ready to use; a Counters must not be copied after first
+// use. It is safe for concurrent use.
 type Counters struct {
 	mu             sync.Mutex
 	sealed, opened int
 	rejected       map[string]int
 }
 
-// CounterValues is a copy of the counts.
+// CounterValues is a copy of the counts of a Counters.
 type CounterValues struct {
 	Sealed, Opened int
 	Rejected       map[string]int // by reason
 }
 
+// Sealed counts a state sealed.
 func (c *Counters) Sealed(method, target string) {
 	c.mu.Lock()
 	c.sealed++
 	c.mu.Unlock()
 }
 
+// Opened counts a state opened.
 func (c *Counters) Opened(method, target string) {
 	c.mu.Lock()
 	c.opened++
 	c.mu.Unlock()
 }
 
+// Rejected counts a state rejected, under its reason.
 func (c *Counters) Rejected(method, target, reason string) {
 	c.mu.Lock()
 	if c.rejected == nil {

@@ -29,7 +29,7 @@ func TestSlogMetricsLimited(t *testing.T) {
 	if !strings.Contains(buf.String(), "suppressed=999") {
 		t.Fatalf("the next second's line: %s", buf.String())
 	}
-	// A caller other than a Sealer may pass anything: lines stay short.
+	// A caller other than States may pass anything: lines stay short.
 	buf.Reset()
 	m.Rejected(strings.Repeat("m", 1<<20), strings.Repeat("t", 1<<20), "invalid")
 	if n := buf.Len(); n > 512 {

@@ -3,15 +3,17 @@
 //
 // A tools/call, prompts/get or resources/read handler that needs input
 // returns "input_required" with a requestState, and the client sends it back
-// on the retry. [Sealer.Seal] turns the handler's plaintext state into a
+// on the retry. [States.Seal] turns the handler's plaintext state into a
 // token bound to the request (method, target, principal, audience, optional
-// session, a digest of the arguments) with a short expiry; [Sealer.Open]
+// session, a digest of the arguments) with a short expiry; [States.Open]
 // checks it on the retry and gives the handler its plaintext back.
 //
 // Most servers do not call this package directly: packages mcpsdk (for
 // github.com/modelcontextprotocol/go-sdk) and mcpgo (for
 // github.com/mark3labs/mcp-go) install it as middleware, so handlers never
-// see a sealed token.
+// see a sealed token. An adapter for another SDK runs each request that
+// may carry state through [States.Handle], and answers a *[StateError] in
+// its SDK's terms.
 package mrtr
 
 import (
@@ -20,6 +22,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 
@@ -34,7 +37,7 @@ const (
 	MethodReadResource = "resources/read"
 )
 
-// Options configure a Sealer. Audience is required.
+// Options configure States. Audience is required.
 type Options struct {
 	// Audience names this server or deployment, such as its URL; it is
 	// bound into every token so that one cannot move to another service
@@ -63,6 +66,10 @@ type Options struct {
 	// seal.DefaultMaxArgsBytes and seal.DefaultMaxArgsDepth. Arguments past
 	// a bound cannot carry state.
 	Args seal.ArgsOptions
+	// Logger receives, from Handle, why a state a handler returned could
+	// not be sealed: the client is told no more than that it could not.
+	// nil means slog.Default().
+	Logger *slog.Logger
 	// SingleUse names the targets whose states open once: after a state
 	// authenticates, Replay records it, and a second use is refused
 	// (replay.ErrReplayed, reason "replayed") until it expires. Use it for
@@ -129,17 +136,25 @@ const (
 	maxErrLen   = 512
 )
 
-// A Sealer seals and opens request states. It is safe for concurrent use.
-type Sealer struct {
+// States seals and opens the request states of one server, each bound to
+// its request, under the server's Options. It is safe for concurrent use.
+// (It is not a seal.Sealer, which it uses: that one seals bytes under a
+// binding; States makes the binding from an MCP request.)
+type States struct {
 	s       *seal.Sealer
 	o       Options
 	metrics Metrics
 }
 
-// New returns a Sealer over s.
-func New(s *seal.Sealer, o Options) (*Sealer, error) {
+// New returns the States of a server sealing with s, configured by a copy
+// of *o. A nil o is the zero Options, which New refuses: Options.Audience
+// is required.
+func New(s *seal.Sealer, o *Options) (*States, error) {
 	if s == nil {
 		return nil, errors.New("mrtr: nil seal.Sealer")
+	}
+	if o == nil {
+		o = &Options{}
 	}
 	if o.SingleUse != nil && o.Replay == nil {
 		return nil, errors.New("mrtr: Options.SingleUse needs a replay.Guard in Options.Replay")
@@ -156,10 +171,10 @@ func New(s *seal.Sealer, o Options) (*Sealer, error) {
 	if m == nil {
 		m = SlogMetrics(nil)
 	}
-	return &Sealer{s: s, o: o, metrics: m}, nil
+	return &States{s: s, o: *o, metrics: m}, nil
 }
 
-// ErrNoPrincipal reports a request without a principal, on a Sealer whose
+// ErrNoPrincipal reports a request without a principal, to States whose
 // Options do not AllowAnonymous.
 var ErrNoPrincipal = errors.New("mrtr: request has no principal; bind the authenticated user, or set Options.AllowAnonymous")
 
@@ -172,7 +187,7 @@ var ErrArguments = seal.ErrArguments
 // binding. The arguments are digested once, on first use, however many
 // states the call opens and seals. A Call is not safe for concurrent use.
 type Call struct {
-	m      *Sealer
+	m      *States
 	r      Request
 	b      seal.Binding
 	err    error
@@ -205,7 +220,7 @@ func (c *Call) singleUseBinding(b seal.Binding) seal.Binding {
 }
 
 // Call returns the Call for r.
-func (m *Sealer) Call(r Request) *Call { return &Call{m: m, r: r} }
+func (m *States) Call(r Request) *Call { return &Call{m: m, r: r} }
 
 func (c *Call) binding() (seal.Binding, error) {
 	if !c.done {
@@ -229,13 +244,13 @@ func (c *Call) binding() (seal.Binding, error) {
 
 // Seal seals a handler's plaintext state for r. An empty state stays
 // empty: there is nothing to protect and the client echoes nothing back.
-func (m *Sealer) Seal(r Request, state string) (string, error) { return m.Call(r).Seal(state) }
+func (m *States) Seal(r Request, state string) (string, error) { return m.Call(r).Seal(state) }
 
 // Open verifies a token the client sent back for r and returns the
 // plaintext state. Errors match the seal package's sentinels, ErrArguments,
 // ErrNoPrincipal, or, for a single-use target, replay.ErrReplayed and
 // replay.ErrUnavailable; Reason says what the client may be told.
-func (m *Sealer) Open(ctx context.Context, r Request, token string) (string, error) {
+func (m *States) Open(ctx context.Context, r Request, token string) (string, error) {
 	return m.Call(r).Open(ctx, token)
 }
 
@@ -253,7 +268,7 @@ func Reason(err error) string {
 	return seal.Reason(err)
 }
 
-// Seal is Sealer.Seal for this call.
+// Seal is [States.Seal] for this call.
 func (c *Call) Seal(state string) (string, error) {
 	if state == "" {
 		return "", nil
@@ -282,7 +297,7 @@ func (c *Call) Seal(state string) (string, error) {
 	return tok, nil
 }
 
-// Open is Sealer.Open for this call. A token that is malformed, too large
+// Open is [States.Open] for this call. A token that is malformed, too large
 // or names a key the ring does not hold is rejected before the arguments
 // are digested, so that rejection costs the same whatever their size.
 func (c *Call) Open(ctx context.Context, token string) (string, error) {
@@ -372,32 +387,119 @@ type boundedError struct{ err error }
 func (e boundedError) Error() string { return clip(e.err.Error(), maxErrLen) }
 func (e boundedError) Unwrap() error { return e.err }
 
-// use records an authentic token's first use. The token is decoded with
-// the sealer's own length bound, which Open has just applied: the default
-// one of replay.ID would refuse every token over 64 KiB that a sealer
-// configured for longer ones accepts.
+// use records an authentic token's first use: its id is its
+// authentication tag, kept until its expiry plus replay.Margin, the
+// largest skew an opener allows. The token is decoded with the
+// seal.Sealer's own length bound, which Open has just applied: the
+// default one of seal.Inspect would refuse every token over 64 KiB that a
+// seal.Sealer configured for longer ones accepts.
 func (c *Call) use(ctx context.Context, token string) error {
 	h, err := c.m.s.Inspect(token)
 	if err != nil {
 		return err
 	}
-	id, keep := replay.IDOf(h)
-	if err := c.m.o.Replay.Use(ctx, id, keep); err != nil {
+	if err := c.m.o.Replay.Use(ctx, h.Tag, h.Expiry.Add(replay.Margin)); err != nil {
 		return fmt.Errorf("mrtr: %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err)
 	}
 	return nil
 }
 
-func (m *Sealer) observe(op string, start time.Time) {
+func (m *States) observe(op string, start time.Time) {
 	if l, ok := m.metrics.(LatencyMetrics); ok {
 		l.Latency(op, time.Since(start))
 	}
 }
 
-// Reject counts a state of r refused without being opened, by an adapter
-// that knows none can be valid on the path it arrived on. The target is
-// named by r.Label, else Unknown: nothing authenticated it.
-func (m *Sealer) Reject(r Request) {
+func (m *States) logger() *slog.Logger {
+	if m.o.Logger != nil {
+		return m.o.Logger
+	}
+	return slog.Default()
+}
+
+// A StateError is an error of Handle or Refuse about a request's state,
+// as opposed to an error of the handler. Reason(err) says what a client
+// may be told about an Op "open" error.
+type StateError struct {
+	// Op is "open" for a state the request brought that did not open, or
+	// was refused: the handler did not run. It is "seal" for a state the
+	// handler returned that could not be sealed: the handler ran, its
+	// state has been cleared so that the plaintext never reaches the
+	// client, and Handle has logged the cause to Options.Logger; tell the
+	// client no more than that the state could not be sealed.
+	Op  string
+	Err error
+}
+
+func (e *StateError) Error() string {
+	return clip("mrtr: cannot "+e.Op+" requestState: "+e.Err.Error(), maxErrLen)
+}
+
+func (e *StateError) Unwrap() error { return e.Err }
+
+// Handle runs one request that may carry state through its handler, as an
+// adapter for an MCP SDK does: it opens the state the request brought,
+// calls next, and seals the state next's result carries, all under r (the
+// arguments are digested at most once).
+//
+// state points to the request's requestState. A token there is replaced
+// by its plaintext before next runs; "" (the first round of every call)
+// stays "" and is not opened. next runs the handler and returns a pointer
+// to its result's requestState, or nil for a result without one; a
+// plaintext state there is replaced by its token.
+//
+// label, if not nil and r.Label is empty, supplies r.Label: Handle calls
+// it at most once, and only when there is a state to open or seal, so an
+// adapter whose lookup of registered targets costs something (mcpsdk
+// lists the server's tools) pays for it only then.
+//
+// Handle returns next's error as it is. Its own errors are a *StateError,
+// returned as it is too: Op "open" when the state did not open (next did
+// not run), Op "seal" when the handler's state could not be sealed.
+func (m *States) Handle(ctx context.Context, r Request, state *string, label func() string, next func() (*string, error)) error {
+	c := m.Call(r)
+	name := func() {
+		if label != nil && c.r.Label == "" {
+			c.r.Label, label = label(), nil
+		}
+	}
+	if *state != "" {
+		name()
+		plain, err := c.Open(ctx, *state)
+		if err != nil {
+			return &StateError{Op: "open", Err: err}
+		}
+		*state = plain
+	}
+	out, err := next()
+	if err != nil || out == nil || *out == "" {
+		return err
+	}
+	name()
+	tok, err := c.Seal(*out)
+	if err != nil {
+		*out = "" // the plaintext must not reach the client
+		method, target := c.labels(true)
+		// err's text is bounded.
+		m.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+		return &StateError{Op: "seal", Err: err}
+	}
+	*out = tok
+	return nil
+}
+
+// errRefused is the cause of Refuse's errors.
+var errRefused = fmt.Errorf("%w: no state is sealed on this path", seal.ErrInvalid)
+
+// Refuse refuses, without opening it, the state a request carries on a
+// path for which no state is ever sealed: an adapter calls it where its
+// SDK routes a request past the middleware that calls Handle, or to a
+// handler that cannot answer input_required. It counts a rejection with
+// reason "invalid", naming the target by r.Label, else Unknown, since
+// nothing authenticated it, and returns a *StateError (Op "open") whose
+// Reason is "invalid".
+func (m *States) Refuse(r Request) error {
 	method, target := labels(r, false)
 	m.metrics.Rejected(method, target, "invalid")
+	return &StateError{Op: "open", Err: errRefused}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stateseal/stateseal/seal"
 )
 
-func newSealer(t *testing.T, o mrtr.Options) (*mrtr.Sealer, *mrtr.Counters) {
+func newStates(t *testing.T, o mrtr.Options) (*mrtr.States, *mrtr.Counters) {
 	t.Helper()
 	ring, _ := keyring.Generate(keyring.AEAD)
 	s, _ := seal.New(ring)
@@ -21,7 +21,7 @@ func newSealer(t *testing.T, o mrtr.Options) (*mrtr.Sealer, *mrtr.Counters) {
 	if o.Audience == "" {
 		o.Audience = "test"
 	}
-	m, err := mrtr.New(s, o)
+	m, err := mrtr.New(s, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func newSealer(t *testing.T, o mrtr.Options) (*mrtr.Sealer, *mrtr.Counters) {
 }
 
 func TestSealOpen(t *testing.T) {
-	m, c := newSealer(t, mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"slow": time.Hour}})
+	m, c := newStates(t, mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"slow": time.Hour}})
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Principal: "p", Arguments: []byte(`{"x":1}`)}
 	tok, err := m.Seal(r, "state")
 	if err != nil || tok == "" || tok == "state" {
@@ -69,23 +69,26 @@ func TestSealOpen(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	if _, err := mrtr.New(nil, mrtr.Options{}); err == nil {
+	if _, err := mrtr.New(nil, &mrtr.Options{}); err == nil {
 		t.Fatal("nil sealer accepted")
 	}
 	ring, _ := keyring.Generate(keyring.MAC)
 	s, _ := seal.New(ring)
-	if _, err := mrtr.New(s, mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"t": -1}}); err == nil {
+	if _, err := mrtr.New(s, &mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"t": -1}}); err == nil {
 		t.Fatal("negative TTL accepted")
 	}
-	if _, err := mrtr.New(s, mrtr.Options{}); err == nil || !strings.Contains(err.Error(), "Audience") {
+	if _, err := mrtr.New(s, &mrtr.Options{}); err == nil || !strings.Contains(err.Error(), "Audience") {
 		t.Fatalf("no audience: %v", err)
+	}
+	if _, err := mrtr.New(s, nil); err == nil || !strings.Contains(err.Error(), "Audience") {
+		t.Fatalf("nil options: %v", err)
 	}
 }
 
 // TestCall opens the state a request brought and seals the next one under
 // the same binding, as a multi-round handler's middleware does.
 func TestCall(t *testing.T) {
-	m, c := newSealer(t, mrtr.Options{})
+	m, c := newStates(t, mrtr.Options{})
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Principal: "p", Arguments: []byte(`{"a":1}`)}
 	first, _ := m.Seal(r, "round=1")
 	call := m.Call(r)
@@ -115,7 +118,7 @@ func TestCall(t *testing.T) {
 // server chose AllowAnonymous, so forgetting to pass the authenticated
 // user cannot let one user's state replay for another.
 func TestAnonymous(t *testing.T) {
-	m, _ := newSealer(t, mrtr.Options{})
+	m, _ := newStates(t, mrtr.Options{})
 	anon := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Arguments: []byte(`{}`)}
 	if _, err := m.Seal(anon, "s"); !errors.Is(err, mrtr.ErrNoPrincipal) {
 		t.Fatalf("sealed for no principal: %v", err)
@@ -129,7 +132,7 @@ func TestAnonymous(t *testing.T) {
 	if _, err := m.Open(ctx, anon, tok); !errors.Is(err, mrtr.ErrNoPrincipal) {
 		t.Fatalf("opened for no principal: %v", err)
 	}
-	open, _ := newSealer(t, mrtr.Options{AllowAnonymous: true})
+	open, _ := newStates(t, mrtr.Options{AllowAnonymous: true})
 	tok, err = open.Seal(anon, "s")
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ type unavailable struct{}
 func (unavailable) Use(context.Context, []byte, time.Time) error { return replay.ErrUnavailable }
 
 func TestSingleUse(t *testing.T) {
-	m, c := newSealer(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	m, c := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p", Arguments: []byte(`{"amount":1}`)}
 	look := pay
 	look.Target = "look"
@@ -44,13 +44,13 @@ func TestSingleUse(t *testing.T) {
 	if v := c.Values(); v.Rejected["replayed"] != 1 || v.Rejected["invalid"] != 1 || v.Opened != 4 {
 		t.Fatalf("counters %+v", v)
 	}
-	if _, err := mrtr.New(sealerOf(t), mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("x")}); err == nil {
+	if _, err := mrtr.New(sealerOf(t), &mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("x")}); err == nil {
 		t.Fatal("SingleUse without a guard accepted")
 	}
 }
 
 func TestSingleUseUnavailable(t *testing.T) {
-	m, _ := newSealer(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: unavailable{}})
+	m, _ := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: unavailable{}})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
 	tok, _ := m.Seal(pay, "s")
 	if _, err := m.Open(ctx, pay, tok); !errors.Is(err, replay.ErrUnavailable) || mrtr.Reason(err) != "unavailable" {
@@ -75,7 +75,7 @@ func TestSingleUseLargeState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := mrtr.New(s, mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0), Metrics: &mrtr.Counters{}})
+		m, err := mrtr.New(s, &mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0), Metrics: &mrtr.Counters{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestSingleUseSameSecond(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.MAC)
 	now := time.Now() // stopped: every seal is in this second; the guard's own clock runs
 	s, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
-	m, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
+	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -145,14 +145,14 @@ func TestSingleUseSameSecond(t *testing.T) {
 // to its state or cut from it.
 func TestSingleUseChangedPredicate(t *testing.T) {
 	s := sealerOf(t)
-	plain, _ := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{}})
-	single, _ := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
+	plain, _ := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{}})
+	single, _ := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
 	state := strings.Repeat("s", 40)
 	for _, c := range []struct {
 		name       string
-		seal, open *mrtr.Sealer
+		seal, open *mrtr.States
 	}{{"made single use", plain, single}, {"no longer single use", single, plain}} {
 		tok, err := c.seal.Seal(pay, state)
 		if err != nil {

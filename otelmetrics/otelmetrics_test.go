@@ -45,7 +45,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := seal.New(ring)
-	ms, err := mrtr.New(s, mrtr.Options{Audience: "a", Metrics: m, SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	ms, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: m, SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestMetrics(t *testing.T) {
 	ms.Open(ctx, r, tok)       // replayed
 	ms.Open(ctx, r, tok+"AAA") // invalid
 	// A rotation, then a reload that installs it, then one that fails.
-	res, err := rotation.Rotate(ctx, path, rotation.RotateOptions{Immediate: true}, o)
+	res, err := rotation.Rotate(ctx, path, &rotation.RotateOptions{Immediate: true}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

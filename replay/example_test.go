@@ -10,7 +10,7 @@ import (
 
 // A guard lets the first use of a token through and refuses the next ones
 // until the token expires. The MCP middleware calls it with the token's
-// tag (replay.IDOf) after the token authenticated.
+// tag, until its expiry plus replay.Margin, after the token authenticated.
 func ExampleNewMemory() {
 	g := replay.NewMemory(0)
 	ctx := context.Background()

@@ -9,8 +9,9 @@
 // process and the Redis guard (package replay/redisguard) for a fleet,
 // where the retry of a round may reach another instance.
 //
-// A token's id is its authentication tag; see [ID]. Two tokens with one
-// id are one token, so an id tells seals apart exactly when their tokens
+// A token's id is its authentication tag (seal.Header.Tag, from the
+// Inspect method of the seal.Sealer that opened it), kept until the
+// token's expiry plus [Margin]. Two tokens with one id are one token, so an id tells seals apart exactly when their tokens
 // differ. An AEAD seal always differs (its nonce is random). A MAC token
 // is a function of its payload, binding and second of issue, so two MAC
 // seals of the same state for the same request in the same second are
@@ -30,8 +31,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/stateseal/stateseal/seal"
 )
 
 // A Guard records uses of tokens. Implementations are safe for concurrent
@@ -57,23 +56,3 @@ var (
 // 10 minutes), so that no opener can still accept a token its guard has
 // forgotten.
 const Margin = 10 * time.Minute
-
-// ID returns the id of a token and until when a guard must keep it (its
-// expiry plus Margin). It decodes the token's header and tag without any
-// key: call it only on a token that Open accepted. It decodes with
-// seal.Inspect's default length bound; for a Sealer that accepts longer
-// tokens (seal.WithMaxTokenLen), use IDOf(sealer.Inspect(token)).
-func ID(token string) (id []byte, keepUntil time.Time, err error) {
-	h, err := seal.Inspect(token)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	id, keepUntil = IDOf(h)
-	return id, keepUntil, nil
-}
-
-// IDOf is ID for a header already decoded, by seal.Inspect or by the
-// Inspect method of the Sealer that opened the token.
-func IDOf(h seal.Header) (id []byte, keepUntil time.Time) {
-	return h.Tag, h.Expiry.Add(Margin)
-}

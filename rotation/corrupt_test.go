@@ -19,7 +19,7 @@ import (
 // and prune.
 func TestCorruptWrappedKey(t *testing.T) {
 	path, clk, o := setup(t)
-	if _, err := Rotate(ctx, path, RotateOptions{}, o); err != nil {
+	if _, err := Rotate(ctx, path, nil, o); err != nil {
 		t.Fatal(err)
 	}
 	// Break the second key: wrapped for another keyset, so it does not
@@ -47,7 +47,7 @@ func TestCorruptWrappedKey(t *testing.T) {
 	if !errors.Is(err, backends.ErrUnwrap) || !strings.Contains(err.Error(), keyring.FormatID(bad)) {
 		t.Fatalf("load names the key that fails: %v", err)
 	}
-	if _, err := Retire(ctx, path, bad, true, o); err != nil {
+	if _, err := Retire(ctx, path, bad, &RetireOptions{Force: true}, o); err != nil {
 		t.Fatalf("retire --force of the broken key: %v", err)
 	}
 	if _, err := Prune(ctx, path, o); err != nil {

@@ -1,6 +1,14 @@
-// Package rotation edits keyset files: it creates them, rotates, promotes,
+// Package rotation edits keysets: it creates them, rotates, promotes,
 // demotes, retires and prunes keys, and rewraps every data key under a new
 // KEK. It never touches tokens.
+//
+// Every operation takes the keyset's location, a file path or a store URL
+// (vault-kv://..., redis://...: see Options.Stores), and, as its last
+// argument, the *Options that say which KEK and keyset to trust and how to
+// reach them; nil means the defaults, for a keyset file under the local
+// KEK beside it. Rotate and Retire also take their own options
+// (*RotateOptions, *RetireOptions) before it, nil again meaning the
+// defaults.
 //
 // Every operation is one compare-and-swap edit: read the keyset, change a
 // copy, write it back only if nobody wrote in between (keyset.ErrConflict

@@ -194,8 +194,8 @@ func openKEK(ctx context.Context, url, location string, o *Options) (backends.KE
 }
 
 // editKey is edit for an operation on one key that is not retired.
-func editKey(ctx context.Context, path string, id uint32, o *Options, fn func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error)) (Result, error) {
-	return editRetry(ctx, path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+func editKey(ctx context.Context, location string, id uint32, o *Options, fn func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error)) (Result, error) {
+	return editRetry(ctx, location, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		k, err := find(ks, id)
 		if err != nil {
 			return Result{}, err

@@ -28,7 +28,7 @@ func ExampleRotate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := rotation.Rotate(ctx, path, rotation.RotateOptions{}, o)
+	res, err := rotation.Rotate(ctx, path, nil, o)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func ExampleRotate() {
 
 	safe, _ := rotation.SafeToRetire(res.Keyset, first.Key)
 	fmt.Println("old key retires from", safe.Format(time.TimeOnly))
-	_, err = rotation.Retire(ctx, path, first.Key, false, o)
+	_, err = rotation.Retire(ctx, path, first.Key, nil, o)
 	fmt.Println("retire now:", err != nil)
 	// Output:
 	// new key seals from 12:10:00

@@ -76,7 +76,7 @@ func TestFleetRotation(t *testing.T) {
 	step("before rotation")
 	old := read(t, path).Keys[0].ID
 	clk.advance(time.Minute)
-	res, err := Rotate(ctx, path, RotateOptions{}, o)
+	res, err := Rotate(ctx, path, nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestFleetRotation(t *testing.T) {
 	}
 	oldTok := toks[len(toks)-3].tok // sealed by b with the old key just before activation
 	clk.advance(time.Hour + 30*time.Second)
-	if _, err := Retire(ctx, path, old, false, o); err != nil {
+	if _, err := Retire(ctx, path, old, nil, o); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, a)
@@ -119,7 +119,7 @@ func reload(t *testing.T, in *instance) {
 // after, and the old KEK no longer opens the keyset.
 func TestRewrap(t *testing.T) {
 	path, clk, o := setup(t)
-	Rotate(ctx, path, RotateOptions{Immediate: true}, o)
+	Rotate(ctx, path, &RotateOptions{Immediate: true}, o)
 	in := newInstance(t, "a", path, clk)
 	bind := seal.Binding{Target: "x"}
 	tok, _ := in.sealer.Seal(bind, []byte("before"), time.Minute)

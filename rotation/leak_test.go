@@ -77,10 +77,10 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 	runningSealer, _ := seal.New(ring)
 
 	// The leak: a new primary, the leaked key retired by force and pruned.
-	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{Immediate: true}, o); err != nil {
+	if _, err := rotation.Rotate(ctx, loc, &rotation.RotateOptions{Immediate: true}, o); err != nil {
 		t.Fatal(err)
 	}
-	res, err := rotation.Retire(ctx, loc, leaked, true, o)
+	res, err := rotation.Retire(ctx, loc, leaked, &rotation.RetireOptions{Force: true}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,11 @@ import (
 	"github.com/stateseal/stateseal/stores"
 )
 
-// Init creates a keyset file at path with one key of alg, active at once
-// (no instance can hold an older keyset, so there is nothing to wait
-// for), wrapped by the KEK at kekURL. It fails if path exists.
-func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p keyring.Policy, o *Options) (Result, error) {
+// Init creates a keyset at location (a file path or a store URL) with one
+// key of alg, active at once (no instance can hold an older keyset, so
+// there is nothing to wait for), wrapped by the KEK at kekURL. It fails if
+// a keyset is there already.
+func Init(ctx context.Context, location, kekURL string, alg keyring.Algorithm, p keyring.Policy, o *Options) (Result, error) {
 	if err := p.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -29,7 +30,7 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 		return Result{}, fmt.Errorf("rotation: %w", err)
 	}
 	ks := &keyset.Keyset{ID: keyset.NewID(), Version: 1, KEK: id, Policy: p}
-	kek, err := openKEK(ctx, kekURL, path, o)
+	kek, err := openKEK(ctx, kekURL, location, o)
 	if err != nil {
 		return Result{}, err
 	}
@@ -44,18 +45,19 @@ func Init(ctx context.Context, path, kekURL string, alg keyring.Algorithm, p key
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		return Result{}, err
 	}
-	s, err := keyset.OpenStore(ctx, path, o.loadOptions())
+	s, err := keyset.OpenStore(ctx, location, o.loadOptions())
 	if err != nil {
 		return Result{}, err
 	}
 	if _, err := keyset.Write(ctx, s, ks, ""); err != nil {
 		return Result{}, err
 	}
-	o.logger().Info("stateseal keyset created", "store", stores.Redact(path), "keyset", ks.ID, "key", keyring.FormatID(sk.ID), "algorithm", alg)
+	o.logger().Info("stateseal keyset created", "store", stores.Redact(location), "keyset", ks.ID, "key", keyring.FormatID(sk.ID), "algorithm", alg)
 	return Result{Keyset: ks, Key: sk.ID}, nil
 }
 
-// RotateOptions shape a rotation.
+// RotateOptions shape a rotation. A nil *RotateOptions means the zero
+// value: a key of the primary's algorithm, after the propagation delay.
 type RotateOptions struct {
 	// Algorithm of the new key; 0 means the current primary's.
 	Algorithm keyring.Algorithm
@@ -68,8 +70,8 @@ type RotateOptions struct {
 // Rotate adds a new active key whose activation is now plus the keyset's
 // propagation delay. Older keys stay as they are and keep opening tokens.
 // Rotating again while a rotation is still propagating works, and warns.
-func Rotate(ctx context.Context, path string, ro RotateOptions, o *Options) (Result, error) {
-	return rotate(ctx, path, ro, o, nil)
+func Rotate(ctx context.Context, location string, ro *RotateOptions, o *Options) (Result, error) {
+	return rotate(ctx, location, ro, o, nil)
 }
 
 // errNotDue stops a scheduled rotation that another instance made first.
@@ -77,9 +79,12 @@ var errNotDue = errors.New("rotation: not due")
 
 // rotate is Rotate; when, if set, is checked on the keyset the edit
 // starts from, so the decision and the write are one compare-and-swap.
-func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when func(*keyset.Keyset, time.Time) bool) (Result, error) {
+func rotate(ctx context.Context, location string, ro *RotateOptions, o *Options, when func(*keyset.Keyset, time.Time) bool) (Result, error) {
+	if ro == nil {
+		ro = &RotateOptions{}
+	}
 	now := o.now()
-	res, err := edit(ctx, path, o, func(ks *keyset.Keyset, kek backends.KEK) (Result, error) {
+	res, err := edit(ctx, location, o, func(ks *keyset.Keyset, kek backends.KEK) (Result, error) {
 		var res Result
 		if when != nil && !when(ks, now) {
 			return res, errNotDue
@@ -113,7 +118,7 @@ func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when
 		return res, nil
 	})
 	if err == nil {
-		o.logger().Info("stateseal key rotated", "store", stores.Redact(path), "key", keyring.FormatID(res.Key),
+		o.logger().Info("stateseal key rotated", "store", stores.Redact(location), "key", keyring.FormatID(res.Key),
 			"activation", res.Keyset.Keys[len(res.Keyset.Keys)-1].Activation, "version", res.Keyset.Version)
 	}
 	return res, err
@@ -125,9 +130,9 @@ func rotate(ctx context.Context, path string, ro RotateOptions, o *Options, when
 // key moves to the end of the keyset, so it wins over a key that activated
 // in the same second. A pending key that activates later still takes over
 // when it does: Promote warns of it.
-func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
+func Promote(ctx context.Context, location string, id uint32, o *Options) (Result, error) {
 	now := o.now()
-	return editKey(ctx, path, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
+	return editKey(ctx, location, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
 		k.State = keyring.Active
 		k.Activation = now
 		moved := *k
@@ -147,9 +152,9 @@ func Promote(ctx context.Context, path string, id uint32, o *Options) (Result, e
 // Demote makes key id decrypt-only: it keeps opening tokens but never
 // seals again. The current primary cannot be demoted (rotate first), nor
 // the last key able to seal.
-func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, error) {
+func Demote(ctx context.Context, location string, id uint32, o *Options) (Result, error) {
 	now := o.now()
-	return editKey(ctx, path, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
+	return editKey(ctx, location, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
 		if k.State != keyring.Active {
 			return Result{}, fmt.Errorf("rotation: key %s is %s, not active", keyring.FormatID(id), k.State)
 		}
@@ -162,10 +167,10 @@ func Demote(ctx context.Context, path string, id uint32, o *Options) (Result, er
 }
 
 // Prune removes retired keys from the keyset. Their tokens were already
-// rejected; pruning only shortens the file. With no retired key it writes
-// nothing and says so in a warning.
-func Prune(ctx context.Context, path string, o *Options) (Result, error) {
-	s, err := keyset.OpenStore(ctx, path, o.loadOptions())
+// rejected; pruning only shortens the keyset. With no retired key it
+// writes nothing and says so in a warning.
+func Prune(ctx context.Context, location string, o *Options) (Result, error) {
+	s, err := keyset.OpenStore(ctx, location, o.loadOptions())
 	if err != nil {
 		return Result{}, err
 	}
@@ -176,7 +181,7 @@ func Prune(ctx context.Context, path string, o *Options) (Result, error) {
 	if !slices.ContainsFunc(cur.Keys, func(k keyset.StoredKey) bool { return k.State == keyring.Retired }) {
 		return Result{Keyset: cur, Warnings: []string{"no retired key to prune; nothing written"}}, nil
 	}
-	return editRetry(ctx, path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+	return editRetry(ctx, location, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		ks.Keys = slices.DeleteFunc(ks.Keys, func(k keyset.StoredKey) bool { return k.State == keyring.Retired })
 		return Result{}, nil
 	})
@@ -186,13 +191,13 @@ func Prune(ctx context.Context, path string, o *Options) (Result, error) {
 // keyset's KEK. The data keys do not change, so no token breaks. Every key
 // is unwrapped with the old KEK first: a key that does not unwrap stops the
 // rewrap and nothing is written.
-func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error) {
+func Rewrap(ctx context.Context, location, newKEK string, o *Options) (Result, error) {
 	id, err := keyset.KEKIdentity(newKEK)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
 	}
-	return editRetry(ctx, path, o, func(ks *keyset.Keyset, old backends.KEK) (Result, error) {
-		next, err := openKEK(ctx, newKEK, path, o)
+	return editRetry(ctx, location, o, func(ks *keyset.Keyset, old backends.KEK) (Result, error) {
+		next, err := openKEK(ctx, newKEK, location, o)
 		if err != nil {
 			return Result{}, fmt.Errorf("new KEK: %w", err)
 		}
@@ -218,8 +223,8 @@ func Rewrap(ctx context.Context, path, newKEK string, o *Options) (Result, error
 // Refresh rewrites the keyset unchanged but for its version and a new
 // expiry (now plus the policy's freshness window), so that it keeps
 // loading; the Scheduler does it on its own. Edits refresh too.
-func Refresh(ctx context.Context, path string, o *Options) (Result, error) {
-	return editRetry(ctx, path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+func Refresh(ctx context.Context, location string, o *Options) (Result, error) {
+	return editRetry(ctx, location, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		if ks.Policy.Freshness == 0 {
 			return Result{}, fmt.Errorf("rotation: keyset %s has no freshness window; there is nothing to refresh", ks.ID)
 		}
@@ -240,9 +245,9 @@ func usable(ks *keyset.Keyset, now time.Time) error {
 // (which must be the KEK the keyset names). The data keys and their
 // wrapping do not change, so no token breaks; the keyset gains the
 // default freshness window (docs/KEYSET.md).
-func Upgrade(ctx context.Context, path string, o *Options) (Result, error) {
+func Upgrade(ctx context.Context, location string, o *Options) (Result, error) {
 	lo := o.loadOptions()
-	s, err := keyset.OpenStore(ctx, path, lo)
+	s, err := keyset.OpenStore(ctx, location, lo)
 	if err != nil {
 		return Result{}, err
 	}
@@ -250,11 +255,11 @@ func Upgrade(ctx context.Context, path string, o *Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: %s: %w", s, err)
 	}
-	url := DefaultKEK(path, o)
+	url := DefaultKEK(location, o)
 	if url == "" {
 		return Result{}, errors.New("rotation: upgrading a keyset in a store needs Options.KEK")
 	}
-	kek, err := openKEK(ctx, url, path, o)
+	kek, err := openKEK(ctx, url, location, o)
 	if err != nil {
 		return Result{}, err
 	}
@@ -266,7 +271,7 @@ func Upgrade(ctx context.Context, path string, o *Options) (Result, error) {
 	if _, err := keyset.Write(ctx, s, ks, rev); err != nil {
 		return Result{}, err
 	}
-	o.logger().Info("stateseal keyset upgraded", "store", stores.Redact(path), "keyset", ks.ID, "version", ks.Version)
+	o.logger().Info("stateseal keyset upgraded", "store", stores.Redact(location), "keyset", ks.ID, "version", ks.Version)
 	return Result{Keyset: ks}, nil
 }
 

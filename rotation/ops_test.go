@@ -72,7 +72,7 @@ func TestRotate(t *testing.T) {
 	path, clk, o := setup(t)
 	first := read(t, path).Keys[0].ID
 	clk.advance(time.Hour)
-	res, err := Rotate(ctx, path, RotateOptions{}, o)
+	res, err := Rotate(ctx, path, nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +89,12 @@ func TestRotate(t *testing.T) {
 	}
 	// A second rotation inside the propagation delay is made, with a warning.
 	clk.advance(time.Minute)
-	res2, err := Rotate(ctx, path, RotateOptions{Algorithm: keyring.MAC}, o)
+	res2, err := Rotate(ctx, path, &RotateOptions{Algorithm: keyring.MAC}, o)
 	if err != nil || len(res2.Warnings) != 1 || !strings.Contains(res2.Warnings[0], "inside the propagation delay") {
 		t.Fatalf("second rotation: %v, warnings %v", err, res2.Warnings)
 	}
 	// Immediate: primary at once, with a warning.
-	res3, err := Rotate(ctx, path, RotateOptions{Immediate: true}, o)
+	res3, err := Rotate(ctx, path, &RotateOptions{Immediate: true}, o)
 	if err != nil || len(res3.Warnings) == 0 {
 		t.Fatal(err)
 	}
@@ -106,13 +106,13 @@ func TestRotate(t *testing.T) {
 func TestRetireSafety(t *testing.T) {
 	path, clk, o := setup(t)
 	old := read(t, path).Keys[0].ID
-	if _, err := Retire(ctx, path, old, false, o); err == nil || !strings.Contains(err.Error(), "no successor") {
+	if _, err := Retire(ctx, path, old, nil, o); err == nil || !strings.Contains(err.Error(), "no successor") {
 		t.Fatalf("retiring the only key: %v", err)
 	}
-	if _, err := Retire(ctx, path, old, true, o); err == nil || !strings.Contains(err.Error(), "no key able to seal") {
+	if _, err := Retire(ctx, path, old, &RetireOptions{Force: true}, o); err == nil || !strings.Contains(err.Error(), "no key able to seal") {
 		t.Fatalf("force-retiring the only key: %v", err)
 	}
-	res, _ := Rotate(ctx, path, RotateOptions{}, o)
+	res, _ := Rotate(ctx, path, nil, o)
 	succ, _ := read(t, path).Key(res.Key)
 	safe := succ.Activation.Add(time.Hour + 30*time.Second) // + max TTL + skew
 	if at, ok := SafeToRetire(read(t, path), old); !ok || !at.Equal(safe) {
@@ -120,20 +120,20 @@ func TestRetireSafety(t *testing.T) {
 	}
 	for _, at := range []time.Time{succ.Activation, safe.Add(-time.Second)} {
 		clk.t = at
-		_, err := Retire(ctx, path, old, false, o)
+		_, err := Retire(ctx, path, old, nil, o)
 		if err == nil || !strings.Contains(err.Error(), safe.Format(time.RFC3339)) {
 			t.Fatalf("retire at %v: %v", at, err)
 		}
 	}
 	clk.t = safe
-	if _, err := Retire(ctx, path, old, false, o); err != nil {
+	if _, err := Retire(ctx, path, old, nil, o); err != nil {
 		t.Fatalf("retire at the safe moment: %v", err)
 	}
 	if k, _ := read(t, path).Key(old); k.State != keyring.Retired {
 		t.Fatal("not retired")
 	}
 	// The successor is now the last key able to seal.
-	if _, err := Retire(ctx, path, res.Key, true, o); err == nil {
+	if _, err := Retire(ctx, path, res.Key, &RetireOptions{Force: true}, o); err == nil {
 		t.Fatal("force-retired the last usable key")
 	}
 }
@@ -141,8 +141,8 @@ func TestRetireSafety(t *testing.T) {
 func TestForcedRetire(t *testing.T) {
 	path, _, o := setup(t)
 	old := read(t, path).Keys[0].ID
-	Rotate(ctx, path, RotateOptions{Immediate: true}, o)
-	res, err := Retire(ctx, path, old, true, o)
+	Rotate(ctx, path, &RotateOptions{Immediate: true}, o)
+	res, err := Retire(ctx, path, old, &RetireOptions{Force: true}, o)
 	if err != nil || len(res.Warnings) != 2 || !strings.Contains(res.Warnings[0], "forced") || !strings.Contains(res.Warnings[1], "A leaked key") {
 		t.Fatalf("forced retire after a leak: %v, %v", err, res.Warnings)
 	}
@@ -154,7 +154,7 @@ func TestDemotePromote(t *testing.T) {
 	if _, err := Demote(ctx, path, old, o); err == nil || !strings.Contains(err.Error(), "primary") {
 		t.Fatalf("demoting the primary: %v", err)
 	}
-	res, _ := Rotate(ctx, path, RotateOptions{}, o)
+	res, _ := Rotate(ctx, path, nil, o)
 	clk.advance(10 * time.Minute)
 	if _, err := Demote(ctx, path, old, o); err != nil {
 		t.Fatalf("demoting a superseded key: %v", err)
@@ -189,9 +189,9 @@ func TestPrune(t *testing.T) {
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Fatal("prune with nothing to prune wrote the keyset")
 	}
-	Rotate(ctx, path, RotateOptions{}, o)
+	Rotate(ctx, path, nil, o)
 	clk.advance(2 * time.Hour)
-	if _, err := Retire(ctx, path, old, false, o); err != nil {
+	if _, err := Retire(ctx, path, old, nil, o); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Prune(ctx, path, o); err != nil {
@@ -206,7 +206,7 @@ func TestStaleEditConflicts(t *testing.T) {
 	path, _, o := setup(t)
 	// An edit that read version 1 cannot land after another edit made 2.
 	ks := read(t, path)
-	if _, err := Rotate(ctx, path, RotateOptions{}, o); err != nil {
+	if _, err := Rotate(ctx, path, nil, o); err != nil {
 		t.Fatal(err)
 	}
 	stale := ks.Clone()

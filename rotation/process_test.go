@@ -2,7 +2,6 @@ package rotation
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +37,7 @@ func helper(spec string) int {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	for i := 0; n < 0 || i < n; i++ {
-		res, err := Rotate(ctx, path, RotateOptions{}, &Options{KEK: "local:kek", Logger: discard})
+		res, err := Rotate(ctx, path, nil, &Options{KEK: "local:kek", Logger: discard})
 		switch {
 		case errors.Is(err, keyset.ErrConflict):
 			fmt.Fprintln(out, "conflict")
@@ -145,14 +144,29 @@ func TestKillDuringRotation(t *testing.T) {
 	var lastVersion uint64 = 1
 	for i := range 50 {
 		cmd := helperCmd(path, -1)
-		var out bytes.Buffer
-		cmd.Stdout = &out
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
+		// Kill the process once it has made a random number of attempts:
+		// it is then rotating in a loop, so the kill lands somewhere in
+		// an edit, however slow the machine, never before the first.
+		var out strings.Builder
+		lines := bufio.NewScanner(pipe)
+		for n := 1 + rand.IntN(3); n > 0 && lines.Scan(); n-- {
+			fmt.Fprintln(&out, lines.Text())
+		}
 		cmd.Process.Signal(syscall.SIGKILL)
+		for lines.Scan() { // what it wrote before it died
+			fmt.Fprintln(&out, lines.Text())
+		}
 		cmd.Wait()
+		if strings.Contains(out.String(), "error") {
+			t.Fatalf("kill %d: the rotating process failed: %s", i, out.String())
+		}
 		ks, err := keyset.ReadFile(context.Background(), path)
 		if err != nil {
 			t.Fatalf("kill %d: keyset does not parse: %v", i, err)
@@ -181,7 +195,7 @@ func TestKillDuringRotation(t *testing.T) {
 	}
 	t.Logf("after 50 kills: version %d, %d keys", lastVersion, len(seen))
 	// Killed writers leave temporary files; the next write clears them.
-	if _, err := Rotate(ctx, path, RotateOptions{}, &Options{KEK: "local:kek", Logger: discard}); err != nil {
+	if _, err := Rotate(ctx, path, nil, &Options{KEK: "local:kek", Logger: discard}); err != nil {
 		t.Fatal(err)
 	}
 	if tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp")); len(tmp) != 0 {

@@ -18,13 +18,13 @@ import (
 func TestRefusalsChangeNothing(t *testing.T) {
 	path, clk, o := setup(t)
 	old := read(t, path).Keys[0].ID
-	res, err := Rotate(ctx, path, RotateOptions{}, o)
+	res, err := Rotate(ctx, path, nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pending := res.Key
 	clk.advance(2 * time.Hour) // pending is now primary; old is safe to retire
-	if _, err := Retire(ctx, path, old, false, o); err != nil {
+	if _, err := Retire(ctx, path, old, nil, o); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("WRONG_KEK", backends.NewLocalKey())
@@ -33,13 +33,13 @@ func TestRefusalsChangeNothing(t *testing.T) {
 	dir := filepath.Dir(path)
 
 	for name, op := range map[string]func() error{
-		"retire the last usable key, forced": func() error { _, err := Retire(ctx, path, pending, true, o); return err },
-		"retire a retired key":               func() error { _, err := Retire(ctx, path, old, true, o); return err },
-		"retire an unknown key":              func() error { _, err := Retire(ctx, path, 7, true, o); return err },
+		"retire the last usable key, forced": func() error { _, err := Retire(ctx, path, pending, &RetireOptions{Force: true}, o); return err },
+		"retire a retired key":               func() error { _, err := Retire(ctx, path, old, &RetireOptions{Force: true}, o); return err },
+		"retire an unknown key":              func() error { _, err := Retire(ctx, path, 7, &RetireOptions{Force: true}, o); return err },
 		"demote the primary":                 func() error { _, err := Demote(ctx, path, pending, o); return err },
 		"promote a retired key":              func() error { _, err := Promote(ctx, path, old, o); return err },
 		"promote an unknown key":             func() error { _, err := Promote(ctx, path, 7, o); return err },
-		"rotate under the wrong KEK":         func() error { _, err := Rotate(ctx, path, RotateOptions{}, &wrong); return err },
+		"rotate under the wrong KEK":         func() error { _, err := Rotate(ctx, path, nil, &wrong); return err },
 		"rewrap from the wrong KEK":          func() error { _, err := Rewrap(ctx, path, "local:kek", &wrong); return err },
 		"rewrap to a missing KEK":            func() error { _, err := Rewrap(ctx, path, "local:missing", o); return err },
 		"rewrap to an unknown scheme":        func() error { _, err := Rewrap(ctx, path, "nokms://x", o); return err },

@@ -42,13 +42,22 @@ func SafeToRetire(ks *keyset.Keyset, id uint32) (at time.Time, ok bool) {
 	return succ.Activation.Add(ks.Policy.MaxTTL + ks.Policy.Skew), true
 }
 
+// RetireOptions shape a retirement. A nil *RetireOptions means the zero
+// value: retire only once it is safe.
+type RetireOptions struct {
+	// Force retires the key even while tokens it may have sealed can still
+	// be valid, rejecting them from the next reload on: after a key leak.
+	Force bool
+}
+
 // Retire retires key id: from the next reload on, its tokens are rejected.
 // It refuses while tokens the key may have sealed can still be valid (see
-// SafeToRetire) unless force is set, as after a key leak. It never retires
-// the last key able to seal, force or not.
-func Retire(ctx context.Context, path string, id uint32, force bool, o *Options) (Result, error) {
+// SafeToRetire) unless ro.Force is set, as after a key leak. It never
+// retires the last key able to seal, forced or not.
+func Retire(ctx context.Context, location string, id uint32, ro *RetireOptions, o *Options) (Result, error) {
+	force := ro != nil && ro.Force
 	now := o.now()
-	return editKey(ctx, path, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
+	return editKey(ctx, location, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
 		var res Result
 		at, ok := SafeToRetire(ks, id)
 		switch {

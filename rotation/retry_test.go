@@ -40,12 +40,12 @@ func TestEditRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.KEK = abs
-	Rotate(ctx, path, RotateOptions{}, o)
+	Rotate(ctx, path, nil, o)
 	clk.advance(2 * time.Hour)
 	old := read(t, path).Keys[0].ID
 	r := &racy{File: stores.NewFile(path), rival: func() {
 		// Another operator rotates meanwhile.
-		if _, err := Rotate(ctx, path, RotateOptions{}, o); err != nil {
+		if _, err := Rotate(ctx, path, nil, o); err != nil {
 			t.Fatal(err)
 		}
 	}}
@@ -54,7 +54,7 @@ func TestEditRetries(t *testing.T) {
 	ro := *o
 	ro.Stores = reg
 	loc := "racy://keyset"
-	if _, err := Retire(ctx, loc, old, false, &ro); err != nil {
+	if _, err := Retire(ctx, loc, old, nil, &ro); err != nil {
 		t.Fatalf("retire after a lost race: %v", err)
 	}
 	if k, _ := read(t, path).Key(old); k.State != keyring.Retired || r.raced != 1 {
@@ -62,7 +62,7 @@ func TestEditRetries(t *testing.T) {
 	}
 	r.raced = 0
 	before := len(read(t, path).Keys)
-	if _, err := Rotate(ctx, loc, RotateOptions{}, &ro); !errors.Is(err, keyset.ErrConflict) {
+	if _, err := Rotate(ctx, loc, nil, &ro); !errors.Is(err, keyset.ErrConflict) {
 		t.Fatalf("rotate after a lost race: %v, want ErrConflict", err)
 	}
 	// The rival's rotation went in; the one that lost did not.

@@ -19,6 +19,8 @@ import (
 // to the instance's loader, so that a scheduler never writes back a
 // keyset older than the one its instance loaded.
 type Scheduler struct {
+	// Path is the keyset's location, a file path or a store URL, as in
+	// keyset.Loader.
 	Path    string
 	Options Options
 	// OnError, if set, receives every failed tick; Run carries on.
@@ -35,11 +37,11 @@ type TickResult struct {
 // Tick runs once: rotate if the newest key is older than the rotation
 // interval, then retire every key whose tokens have all expired. Each step
 // decides on the keyset it edits, in one compare-and-swap, so instances
-// racing on the same file make one rotation between them; losing that race
+// racing on the same keyset make one rotation between them; losing that race
 // is not an error.
 func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	var tr TickResult
-	res, err := rotate(ctx, s.Path, RotateOptions{}, &s.Options, due)
+	res, err := rotate(ctx, s.Path, nil, &s.Options, due)
 	switch {
 	case errors.Is(err, errNotDue), errors.Is(err, keyset.ErrConflict):
 	case err != nil:

@@ -74,8 +74,8 @@ func writeWith(t *testing.T, path string, ks *keyset.Keyset, o *Options) {
 func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	path, clk, o := setup(t)
 	v1, _ := os.ReadFile(path)
-	Rotate(ctx, path, RotateOptions{}, o)
-	Rotate(ctx, path, RotateOptions{}, o)
+	Rotate(ctx, path, nil, o)
+	Rotate(ctx, path, nil, o)
 	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: o.KEK, Now: clk.now}, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := l.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	// An editor with a configured floor refuses it too.
 	fo := *o
 	fo.MinVersion = 3
-	if _, err := Rotate(ctx, path, RotateOptions{}, &fo); !errors.Is(err, keyset.ErrRollback) {
+	if _, err := Rotate(ctx, path, nil, &fo); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("rotate below MinVersion: %v", err)
 	}
 }

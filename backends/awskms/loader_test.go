@@ -67,7 +67,7 @@ func newFixture(t *testing.T) *fixture {
 func TestKMSCalls(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if _, err := rotation.Rotate(ctx, f.path, rotation.RotateOptions{Immediate: true}, f.ro); err != nil {
+	if _, err := rotation.Rotate(ctx, f.path, &rotation.RotateOptions{Immediate: true}, f.ro); err != nil {
 		t.Fatal(err)
 	}
 	f.tr.calls.Store(0)
@@ -103,7 +103,7 @@ func TestKMSCalls(t *testing.T) {
 
 	// A rotation costs the reload one Decrypt for the new key and one for
 	// the new authentication key; the other keys stay cached.
-	if _, err := rotation.Rotate(ctx, f.path, rotation.RotateOptions{}, f.ro); err != nil {
+	if _, err := rotation.Rotate(ctx, f.path, nil, f.ro); err != nil {
 		t.Fatal(err)
 	}
 	f.tr.calls.Store(0)
@@ -160,7 +160,7 @@ func TestKMSUnreachable(t *testing.T) {
 	good := ring.Current()
 	s, _ := seal.New(ring)
 	b := seal.Binding{Method: "tools/call", Target: "t", Principal: "p", Audience: "a"}
-	if _, err := rotation.Rotate(ctx, f.path, rotation.RotateOptions{Immediate: true}, f.ro); err != nil {
+	if _, err := rotation.Rotate(ctx, f.path, &rotation.RotateOptions{Immediate: true}, f.ro); err != nil {
 		t.Fatal(err)
 	}
 	f.tr.down.Store(true)

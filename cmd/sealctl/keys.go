@@ -184,7 +184,7 @@ func newRotate(p *paths) *cobra.Command {
 			}
 			ro.Immediate = now
 			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
-				return rotation.Rotate(cmd.Context(), p.keysetPath(), ro, p.options())
+				return rotation.Rotate(cmd.Context(), p.keysetPath(), &ro, p.options())
 			})
 			if err != nil {
 				return err
@@ -245,7 +245,7 @@ func newDemote(p *paths) *cobra.Command {
 func newRetire(p *paths) *cobra.Command {
 	var force bool
 	cmd := keyCommand(p, "retire", "Retire a key once every token it sealed has expired", func(cmd *cobra.Command, path string, id uint32) (rotation.Result, error) {
-		return rotation.Retire(cmd.Context(), path, id, force, p.options())
+		return rotation.Retire(cmd.Context(), path, id, &rotation.RetireOptions{Force: force}, p.options())
 	})
 	cmd.Flags().BoolVar(&force, "force", false, "retire now, rejecting tokens still valid (after a key leak)")
 	return cmd

@@ -127,7 +127,7 @@ func TestFleetFaults(t *testing.T) {
 		data, rev, _ := s.Read(ctx)
 		copyPath := filepath.Join(t.TempDir(), "keyset.json")
 		os.WriteFile(copyPath, data, 0o600)
-		res, err := rotation.Rotate(ctx, copyPath, rotation.RotateOptions{Immediate: true}, f.o)
+		res, err := rotation.Rotate(ctx, copyPath, &rotation.RotateOptions{Immediate: true}, f.o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestFleetFaults(t *testing.T) {
 			t.Fatalf("a payment replayed after the outage: %v; instances logged %d replays, want %d", err, f.logCount("reason=replayed"), replayed+1)
 		}
 		// The loaders recovered: a rotation reaches every instance.
-		res, err := rotation.Rotate(ctx, f.keyset, rotation.RotateOptions{Immediate: true}, f.o)
+		res, err := rotation.Rotate(ctx, f.keyset, &rotation.RotateOptions{Immediate: true}, f.o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestFleetFaults(t *testing.T) {
 		if _, err := s.Write(ctx, good, rev2); err != nil {
 			t.Fatal(err)
 		}
-		res, err := rotation.Rotate(ctx, f.keyset, rotation.RotateOptions{Immediate: true}, f.o)
+		res, err := rotation.Rotate(ctx, f.keyset, &rotation.RotateOptions{Immediate: true}, f.o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -222,7 +222,7 @@ func TestFleet(t *testing.T) {
 	// The events, on a timeline, while the load runs.
 	time.Sleep(time.Second)
 	ks0 := readKeyset(t, f)
-	res, err := rotation.Rotate(ctx, f.keyset, rotation.RotateOptions{}, f.o)
+	res, err := rotation.Rotate(ctx, f.keyset, nil, f.o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestFleet(t *testing.T) {
 	switched := time.Now()
 	safe, _ := rotation.SafeToRetire(readKeyset(t, f), oldKey)
 	time.Sleep(time.Until(safe.Add(time.Second)))
-	if _, err := rotation.Retire(ctx, f.keyset, oldKey, false, f.o); err != nil {
+	if _, err := rotation.Retire(ctx, f.keyset, oldKey, nil, f.o); err != nil {
 		t.Fatalf("retiring the old key once safe: %v", err)
 	}
 	for time.Since(start) < 60*time.Second && (c.flows.Load() < 1000 || time.Since(start) < 15*time.Second) {

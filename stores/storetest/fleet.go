@@ -138,7 +138,7 @@ func (e *env) testChange(ctx context.Context, t *testing.T) {
 	_, ring, _ := e.loader(ctx, t, loc, time.Now(), e.h.PollInterval())
 	var worst time.Duration
 	for i := range 5 {
-		if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, e.o); err != nil {
+		if _, err := rotation.Rotate(ctx, loc, nil, e.o); err != nil {
 			t.Fatal(err)
 		}
 		d := waitVersion(t, ring, uint64(i+2), 10*time.Second)
@@ -190,7 +190,7 @@ func (e *env) testDown(ctx context.Context, t *testing.T) {
 		t.Errorf("a load with the store down: %v, want an error naming %s", err, backends.Redact(loc))
 	}
 	e.h.Start(t)
-	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, e.o); err != nil {
+	if _, err := rotation.Rotate(ctx, loc, nil, e.o); err != nil {
 		t.Fatal(err)
 	}
 	waitVersion(t, ring, 2, 10*time.Second)
@@ -218,7 +218,7 @@ func (e *env) testTamper(ctx context.Context, t *testing.T) {
 	if ring.Current() != good {
 		t.Fatal("the loader installed a keyset edited without the KEK")
 	}
-	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, e.o); !errors.Is(err, keyset.ErrUnauthenticated) {
+	if _, err := rotation.Rotate(ctx, loc, nil, e.o); !errors.Is(err, keyset.ErrUnauthenticated) {
 		t.Fatalf("rotating an edited keyset: %v, want ErrUnauthenticated", err)
 	}
 }
@@ -229,7 +229,7 @@ func (e *env) testRollback(ctx context.Context, t *testing.T) {
 	loc := e.newKeyset(ctx, t, keyring.DefaultPolicy())
 	s := open(ctx, t, loc)
 	v1, _, _ := s.Read(ctx)
-	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, e.o); err != nil {
+	if _, err := rotation.Rotate(ctx, loc, nil, e.o); err != nil {
 		t.Fatal(err)
 	}
 	_, ring, reports := e.loader(ctx, t, loc, time.Now(), fastPoll)

@@ -196,7 +196,7 @@ func helper(spec string) int {
 	switch s.Op {
 	case "rotate":
 		for range s.N {
-			res, err := rotation.Rotate(ctx, s.Location, rotation.RotateOptions{}, o)
+			res, err := rotation.Rotate(ctx, s.Location, nil, o)
 			switch {
 			case errors.Is(err, keyset.ErrConflict):
 				fmt.Println("conflict")
