@@ -110,7 +110,7 @@ func TestForkAfterFailover(t *testing.T) {
 	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, o); err != nil {
+	if _, err := rotation.Rotate(ctx, loc, nil, o); err != nil {
 		t.Fatal(err)
 	}
 	var reports []error
@@ -129,7 +129,7 @@ func TestForkAfterFailover(t *testing.T) {
 	// Failover: the service name now reaches the promoted replica, at
 	// version 1, and an operator rotates there: another version 2.
 	px.failover(replica.Addr())
-	if _, err := rotation.Rotate(ctx, loc, rotation.RotateOptions{}, o); err != nil {
+	if _, err := rotation.Rotate(ctx, loc, nil, o); err != nil {
 		t.Fatal(err)
 	}
 	err = l.Reload(ctx)
