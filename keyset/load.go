@@ -292,16 +292,22 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// The first poll comes at once: a change made between Load and the
+	// watch's start would otherwise wait a whole interval.
+	first := true
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		case _, ok := <-changed:
-			if !ok {
-				changed = nil // the watch ended: polling carries on
+		if !first {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+			case _, ok := <-changed:
+				if !ok {
+					changed = nil // the watch ended: polling carries on
+				}
 			}
 		}
+		first = false
 		l.mu.Lock()
 		if l.ring != nil {
 			// A store or KMS that hangs must not hold the loader forever.

@@ -7,10 +7,12 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/stores"
 )
 
 func TestReloadKeepsLastGood(t *testing.T) {
@@ -130,7 +132,8 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	path, ks, kek := newKeysetFile(t, 1)
 	var mu sync.Mutex
 	reports := 0
-	l := &Loader{Path: path, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},
+	store := &countingStore{Store: stores.NewFile(path)}
+	l := &Loader{Path: path, Store: store, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},
 		Logger: slog.New(slog.DiscardHandler), OnError: func(error) { mu.Lock(); reports++; mu.Unlock() }}
 	ring, err := l.Load(ctx)
 	if err != nil {
@@ -138,10 +141,14 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	}
 	good := ring.Current()
 	c, cancel := context.WithCancel(ctx)
+	defer cancel()
 	done := make(chan error)
 	go func() { done <- l.Run(c, 2*time.Millisecond) }()
-	os.WriteFile(path, []byte("{broken"), 0o600)
-	time.Sleep(100 * time.Millisecond) // dozens of ticks
+	writeAtomic(t, path, []byte("{broken"))
+	waitFor(t, "the first report", func() bool { mu.Lock(); defer mu.Unlock(); return reports > 0 })
+	// Thirty more polls of the same broken file.
+	after := store.reads.Load()
+	waitFor(t, "thirty more polls", func() bool { return store.reads.Load() >= after+30 })
 	mu.Lock()
 	n := reports
 	mu.Unlock()
@@ -152,10 +159,45 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	next.Version = 2
 	next.Authenticate(ctx, kek)
 	data, _ := next.Marshal()
-	os.WriteFile(path, data, 0o600)
+	writeAtomic(t, path, data)
 	waitVersion(t, ring, 2)
 	cancel()
 	<-done
+}
+
+// countingStore counts reads: a test waits on polls, not on time.
+type countingStore struct {
+	stores.Store
+	reads atomic.Int64
+}
+
+func (s *countingStore) Read(ctx context.Context) ([]byte, string, error) {
+	s.reads.Add(1)
+	return s.Store.Read(ctx)
+}
+
+// writeAtomic replaces the file at path as every keyset writer does, so a
+// poll never reads half of it.
+func writeAtomic(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // waitVersion waits up to 5 s for a polling Loader to install version v.

@@ -40,6 +40,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -257,6 +258,16 @@ func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, err
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	sub := s.client.Subscribe(ctx, s.Channel())
+	// Wait for Redis to confirm the subscription, so that a caller that
+	// reads the keyset after Watch returns misses no change in between.
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := sub.Receive(c)
+	cancel()
+	if err != nil {
+		sub.Close()
+		close(out) // polling carries on
+		return out
+	}
 	go func() {
 		defer close(out)
 		defer sub.Close()
