@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/stateseal/stateseal/stores"
 )
@@ -19,7 +20,7 @@ var ErrConflict = stores.ErrConflict
 func Read(ctx context.Context, s stores.Store) (*Keyset, string, error) {
 	data, rev, err := s.Read(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("keyset: %s: %w", s, err)
+		return nil, "", storeError(s.String(), err)
 	}
 	ks, err := Parse(data)
 	if err != nil {
@@ -42,7 +43,7 @@ func Write(ctx context.Context, s stores.Store, ks *Keyset, rev string) (string,
 	}
 	rev, err = s.Write(ctx, data, rev)
 	if err != nil {
-		return "", fmt.Errorf("keyset: %s: %w", s, err)
+		return "", storeError(s.String(), err)
 	}
 	return rev, nil
 }
@@ -86,3 +87,12 @@ func WriteFile(ctx context.Context, path string, ks *Keyset) error {
 // path finally names, through any symbolic links, as a Kubernetes secret
 // mount presents it.
 func keysetDir(path string) string { return stores.NewFile(path).Dir() }
+
+// storeError names the store in err, unless err names it already (the
+// stores name themselves, redacted): one name per error, not two.
+func storeError(name string, err error) error {
+	if strings.Contains(err.Error(), name) {
+		return fmt.Errorf("keyset: %w", err)
+	}
+	return fmt.Errorf("keyset: %s: %w", name, err)
+}

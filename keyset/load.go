@@ -121,7 +121,7 @@ func Load(ctx context.Context, location string, o *LoadOptions) (*keyring.Snapsh
 	}
 	data, _, err := s.Read(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("keyset: %s: %w", s, err)
+		return nil, nil, storeError(s.String(), err)
 	}
 	return l.load(ctx, data)
 }
@@ -243,7 +243,7 @@ func (l *Loader) Load(ctx context.Context) (*keyring.Ring, error) {
 	}
 	data, rev, err := s.Read(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("keyset: %s: %w", s, err)
+		return nil, storeError(s.String(), err)
 	}
 	snap, ks, err := l.load(ctx, data)
 	if err != nil {
@@ -329,7 +329,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	if r, ok := l.Store.(stores.Revisioner); ok && !force && !l.retry {
 		rev, err := r.Revision(ctx)
 		if err != nil {
-			err = transientError{fmt.Errorf("keyset: %s: %w", l.name(), err)}
+			err = transientError{storeError(l.name(), err)}
 			l.fail(err, force)
 			return err
 		}
@@ -343,7 +343,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 		if errors.Is(err, stores.ErrNotFound) {
 			err = fmt.Errorf("keyset: %s: %w: the keyset this instance loaded (%s version %d) is gone from its store; restore it from a backup, never create a new one, which would split the fleet", l.name(), err, l.current.ID, l.current.Version)
 		} else {
-			err = transientError{fmt.Errorf("keyset: %s: %w", l.name(), err)}
+			err = transientError{storeError(l.name(), err)}
 		}
 		l.retry = true
 		l.fail(err, force)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,4 +211,68 @@ func waitVersion(t *testing.T, ring *keyring.Ring, v uint64) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// memStore is a store in memory with a cheap revision, counting calls.
+type memStore struct {
+	mu              sync.Mutex
+	data            []byte
+	rev             int
+	reads, revCalls atomic.Int64
+}
+
+func (m *memStore) Read(context.Context) ([]byte, string, error) {
+	m.reads.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return bytes.Clone(m.data), strconv.Itoa(m.rev), nil
+}
+
+func (m *memStore) Write(_ context.Context, data []byte, rev string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rev != strconv.Itoa(m.rev) {
+		return "", stores.ErrConflict
+	}
+	m.data, m.rev = bytes.Clone(data), m.rev+1
+	return strconv.Itoa(m.rev), nil
+}
+
+func (m *memStore) Revision(context.Context) (string, error) {
+	m.revCalls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strconv.Itoa(m.rev), nil
+}
+
+func (m *memStore) String() string { return "mem" }
+
+var _ stores.Revisioner = (*memStore)(nil)
+
+// TestRevisionChecksAfterFailure: once a document failed for good (it does
+// not parse), polls ask only for the store's revision, and read again only
+// when it changes: a broken 1 MiB document is not read at every tick.
+func TestRevisionChecksAfterFailure(t *testing.T) {
+	path, _, _ := newKeysetFile(t, 1)
+	good, _ := os.ReadFile(path)
+	m := &memStore{}
+	m.Write(ctx, good, "0")
+	l := &Loader{Path: path, Store: m, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},
+		Logger: slog.New(slog.DiscardHandler)}
+	if _, err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Write(ctx, []byte("{broken"), "1")
+	c, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- l.Run(c, time.Millisecond) }()
+	waitFor(t, "the broken document read", func() bool { return m.reads.Load() >= 2 })
+	reads, revs := m.reads.Load(), m.revCalls.Load()
+	waitFor(t, "fifty revision checks", func() bool { return m.revCalls.Load() >= revs+50 })
+	if n := m.reads.Load() - reads; n > 1 {
+		t.Fatalf("%d reads of an unchanged broken document in 50 polls", n)
+	}
+	cancel()
+	<-done
 }
