@@ -19,7 +19,11 @@ func sealers(t testing.TB) []*seal.Sealer {
 	var out []*seal.Sealer
 	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
 		m := sha256.Sum256([]byte("stateseal fuzz key " + alg.String()))
-		snap, err := keyring.NewSnapshot([]keyring.Key{{ID: uint32(alg) * 0x01010101, Algorithm: alg, State: keyring.Active, Material: m[:]}})
+		k, err := keyring.ImportKey(uint32(alg)*0x01010101, alg, keyring.Active, time.Time{}, time.Time{}, m[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := keyring.NewSnapshot([]keyring.Key{k})
 		if err != nil {
 			t.Fatal(err)
 		}

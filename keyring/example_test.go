@@ -14,6 +14,6 @@ func ExampleGenerate() {
 		log.Fatal(err)
 	}
 	k, _ := ring.Current().Primary(time.Now())
-	fmt.Println(k.Algorithm, len(k.Material))
-	// Output: mac 32
+	fmt.Println(k.Algorithm, k.State)
+	// Output: mac active
 }

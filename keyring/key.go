@@ -1,11 +1,14 @@
 package keyring
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/stateseal/stateseal/internal/keymaterial"
 )
 
 // KeySize is the size of a key's secret material.
@@ -90,10 +93,31 @@ type Key struct {
 	State      State
 	Created    time.Time
 	Activation time.Time // the key may seal from this moment on
-	// Material is the secret key. It is never logged or printed; keysets
-	// store it only wrapped by a key-encryption key.
-	Material []byte
+
+	// material is the secret key. No exported API returns it: it is never
+	// logged or printed, keysets store it only wrapped by a KEK, and only
+	// the module's own packages reach it (internal/keymaterial).
+	material []byte
 }
+
+func init() {
+	keymaterial.Of = func(k any) []byte { return k.(*Key).material }
+	keymaterial.Set = func(k any, m []byte) { k.(*Key).material = bytes.Clone(m) }
+}
+
+// ImportKey returns a key with the given material (copied): a key that
+// exists elsewhere, such as one unwrapped from a keyset. It checks the
+// key as a Snapshot would.
+func ImportKey(id uint32, alg Algorithm, state State, created, activation time.Time, material []byte) (Key, error) {
+	k := Key{ID: id, Algorithm: alg, State: state, Created: created, Activation: activation, material: bytes.Clone(material)}
+	if err := k.validate(); err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// Zero overwrites the key's material, for a caller done with a copy.
+func (k *Key) Zero() { clear(k.material) }
 
 // ErrInvalidKey reports a key that cannot be used: bad id, algorithm, state
 // or material.
@@ -112,9 +136,9 @@ func NewKey(alg Algorithm, created, activation time.Time, existing []Key) (Key, 
 		State:      Active,
 		Created:    created,
 		Activation: activation,
-		Material:   make([]byte, KeySize),
+		material:   make([]byte, KeySize),
 	}
-	rand.Read(k.Material)
+	rand.Read(k.material)
 	return k, nil
 }
 
@@ -146,8 +170,8 @@ func (k *Key) validate() error {
 		return fmt.Errorf("%w: key %s: unknown algorithm %v", ErrInvalidKey, FormatID(k.ID), k.Algorithm)
 	case k.State != Active && k.State != DecryptOnly && k.State != Retired:
 		return fmt.Errorf("%w: key %s: unknown state %v", ErrInvalidKey, FormatID(k.ID), k.State)
-	case len(k.Material) != KeySize:
-		return fmt.Errorf("%w: key %s: material is %d bytes, want %d", ErrInvalidKey, FormatID(k.ID), len(k.Material), KeySize)
+	case len(k.material) != KeySize:
+		return fmt.Errorf("%w: key %s: material is %d bytes, want %d", ErrInvalidKey, FormatID(k.ID), len(k.material), KeySize)
 	}
 	return nil
 }
@@ -155,3 +179,26 @@ func (k *Key) validate() error {
 // FormatID formats a key id the way logs, the CLI and keysets show it:
 // eight lower-case hex digits.
 func FormatID(id uint32) string { return fmt.Sprintf("%08x", id) }
+
+// ParseID parses a key id as FormatID writes it: eight lower-case hex
+// digits, not 00000000.
+func ParseID(s string) (uint32, error) {
+	if len(s) != 8 {
+		return 0, fmt.Errorf("keyring: key id %q is not 8 lower-case hex digits", s)
+	}
+	var id uint32
+	for _, c := range []byte(s) {
+		switch {
+		case c >= '0' && c <= '9':
+			id = id<<4 | uint32(c-'0')
+		case c >= 'a' && c <= 'f':
+			id = id<<4 | uint32(c-'a'+10)
+		default:
+			return 0, fmt.Errorf("keyring: key id %q is not 8 lower-case hex digits", s)
+		}
+	}
+	if id == 0 {
+		return 0, fmt.Errorf("keyring: key id %q is reserved", s)
+	}
+	return id, nil
+}

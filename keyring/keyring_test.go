@@ -22,7 +22,7 @@ func TestNewKey(t *testing.T) {
 	var keys []Key
 	for range 1000 {
 		k := key(t, AEAD, t0, keys...)
-		if k.ID == 0 || len(k.Material) != KeySize || k.State != Active {
+		if k.ID == 0 || len(k.material) != KeySize || k.State != Active {
 			t.Fatalf("bad key %+v", k)
 		}
 		keys = append(keys, k)
@@ -30,7 +30,7 @@ func TestNewKey(t *testing.T) {
 	if _, err := NewSnapshot(keys); err != nil {
 		t.Fatalf("1000 generated keys: %v", err)
 	}
-	if bytes.Equal(keys[0].Material, keys[1].Material) {
+	if bytes.Equal(keys[0].material, keys[1].material) {
 		t.Fatal("two keys share material")
 	}
 	if _, err := NewKey(Algorithm(9), t0, t0, nil); !errors.Is(err, ErrInvalidKey) {
@@ -42,14 +42,14 @@ func TestSnapshotValidates(t *testing.T) {
 	good := key(t, MAC, t0)
 	for name, mutate := range map[string]func(*Key){
 		"id 0":            func(k *Key) { k.ID = 0 },
-		"short material":  func(k *Key) { k.Material = k.Material[:31] },
-		"no material":     func(k *Key) { k.Material = nil },
+		"short material":  func(k *Key) { k.material = k.material[:31] },
+		"no material":     func(k *Key) { k.material = nil },
 		"unknown algo":    func(k *Key) { k.Algorithm = 3 },
 		"unknown state":   func(k *Key) { k.State = 0 },
 		"only not active": func(k *Key) { k.State = DecryptOnly },
 	} {
 		k := good
-		k.Material = bytes.Clone(good.Material)
+		k.material = bytes.Clone(good.material)
 		mutate(&k)
 		if _, err := NewSnapshot([]Key{k}); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -131,12 +131,12 @@ func TestLookup(t *testing.T) {
 
 func TestSnapshotIsImmutable(t *testing.T) {
 	k := key(t, AEAD, t0)
-	orig := bytes.Clone(k.Material)
+	orig := bytes.Clone(k.material)
 	s, _ := NewSnapshot([]Key{k})
-	k.Material[0] ^= 0xff // the caller's copy
+	k.material[0] ^= 0xff // the caller's copy
 	got := s.Keys()
-	got[0].Material[1] ^= 0xff // a copy handed out
-	if !bytes.Equal(s.Keys()[0].Material, orig) {
+	got[0].material[1] ^= 0xff // a copy handed out
+	if !bytes.Equal(s.Keys()[0].material, orig) {
 		t.Fatal("snapshot material changed through a caller's slice")
 	}
 }
@@ -184,5 +184,16 @@ func TestParse(t *testing.T) {
 	}
 	if FormatID(0xab) != "000000ab" {
 		t.Error(FormatID(0xab))
+	}
+}
+
+func TestParseID(t *testing.T) {
+	if id, err := ParseID("0a1b2c3d"); err != nil || id != 0x0a1b2c3d || FormatID(id) != "0a1b2c3d" {
+		t.Fatalf("ParseID = %x, %v", id, err)
+	}
+	for _, s := range []string{"", "0A1B2C3D", "a1b2c3d", "0a1b2c3d0", "0x1b2c3d", "zzzzzzzz", " a1b2c3d", "00000000", "+a1b2c3d"} {
+		if _, err := ParseID(s); err == nil {
+			t.Errorf("ParseID(%q) accepted", s)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func NewSnapshot(keys []Key) (*Snapshot, error) {
 		if err := k.validate(); err != nil {
 			return nil, err
 		}
-		k.Material = bytes.Clone(k.Material)
+		k.material = bytes.Clone(k.material)
 		s.keys[i] = k
 		listed[k.ID] = i
 	}
@@ -100,7 +100,7 @@ func (s *Snapshot) Lookup(id uint32) (*Key, bool) {
 func (s *Snapshot) Keys() []Key {
 	out := make([]Key, len(s.keys))
 	for i, k := range s.keys {
-		k.Material = bytes.Clone(k.Material)
+		k.material = bytes.Clone(k.material)
 		out[i] = k
 	}
 	return out

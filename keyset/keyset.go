@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/keyring"
 )
@@ -291,7 +292,7 @@ func (ks *Keyset) Primary(now time.Time) (*StoredKey, bool) {
 // Wrap wraps k's material under kek for this keyset and returns the stored
 // form. Times are truncated to seconds, the resolution of the document.
 func (ks *Keyset) Wrap(ctx context.Context, kek backends.KEK, k keyring.Key) (StoredKey, error) {
-	w, err := kek.Wrap(ctx, k.Material, wrapAD(ks.ID, k.ID))
+	w, err := kek.Wrap(ctx, keymaterial.Of(&k), wrapAD(ks.ID, k.ID))
 	if err != nil {
 		return StoredKey{}, fmt.Errorf("keyset: wrapping key %s: %w", keyring.FormatID(k.ID), err)
 	}
@@ -311,7 +312,10 @@ func (ks *Keyset) UnwrapKey(ctx context.Context, kek backends.KEK, sk StoredKey)
 	if len(m) != keyring.KeySize {
 		return keyring.Key{}, fmt.Errorf("keyset: keyset %s: key %s: unwrapped to %d bytes, want %d", ks.ID, keyring.FormatID(sk.ID), len(m), keyring.KeySize)
 	}
-	return keyring.Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State, Created: sk.Created, Activation: sk.Activation, Material: m}, nil
+	k := keyring.Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State, Created: sk.Created, Activation: sk.Activation}
+	keymaterial.Set(&k, m)
+	clear(m)
+	return k, nil
 }
 
 // IDs returns the stored keys as Keys that carry only their ids, for
@@ -333,7 +337,7 @@ func (ks *Keyset) NewStoredKey(ctx context.Context, kek backends.KEK, alg keyrin
 	if err != nil {
 		return StoredKey{}, err
 	}
-	defer clear(k.Material)
+	defer k.Zero()
 	g, ok := kek.(backends.Generator)
 	if !ok {
 		return ks.Wrap(ctx, kek, k)

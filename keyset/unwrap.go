@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/keyring"
 )
@@ -68,15 +69,18 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 		if !ok {
 			m, err = unwrapShared(ctx, ck, func() ([]byte, error) {
 				k, err := ks.UnwrapKey(ctx, kek, sk)
-				return k.Material, err
+				return keymaterial.Of(&k), err
 			})
 			if err != nil {
 				return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.name()))
 			}
 		}
 		next[ck] = m
-		keys = append(keys, keyring.Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State,
-			Created: sk.Created, Activation: sk.Activation, Material: bytes.Clone(m)})
+		k, err := keyring.ImportKey(sk.ID, sk.Algorithm, sk.State, sk.Created, sk.Activation, m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
+		}
+		keys = append(keys, k)
 	}
 	snap, err := keyring.NewSnapshot(keys)
 	if err != nil {

@@ -208,7 +208,7 @@ func Rewrap(ctx context.Context, location, newKEK string, o *Options) (Result, e
 				return Result{}, err
 			}
 			w, err := ks.Wrap(ctx, next, k)
-			clear(k.Material)
+			k.Zero()
 			if err != nil {
 				closeKEK(next)
 				return Result{}, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/internal/envelope"
+	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -38,7 +39,7 @@ func (cc *cipherCache) get(snap *keyring.Snapshot, cfg *config) *cipherSet {
 	cs := &cipherSet{snap: snap, limits: cfg.limits(snap)}
 	for _, k := range snap.Keys() {
 		if k.State != keyring.Retired {
-			c, err := envelope.NewCipher(version(k.Algorithm), k.Material)
+			c, err := envelope.NewCipher(version(k.Algorithm), keymaterial.Of(&k))
 			if err != nil {
 				// The snapshot validated the key, so this is a bug.
 				panic("stateseal: " + err.Error())
@@ -46,7 +47,7 @@ func (cc *cipherCache) get(snap *keyring.Snapshot, cfg *config) *cipherSet {
 			cs.ids = append(cs.ids, k.ID)
 			cs.ciphers = append(cs.ciphers, c)
 		}
-		clear(k.Material)
+		k.Zero()
 	}
 	// Concurrent rebuilds for one snapshot are equivalent; any may win.
 	cc.cur.Store(cs)

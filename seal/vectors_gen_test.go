@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/internal/envelope"
+	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -26,11 +27,12 @@ func derive(label string, n int) []byte {
 
 // vkey makes a test key, active since a day before iat.
 func vkey(label string, alg keyring.Algorithm) keyring.Key {
-	return keyring.Key{
-		ID:        binary.BigEndian.Uint32(derive("id "+label, 4)) | 1,
-		Algorithm: alg, State: keyring.Active, Material: derive("key "+label, 32),
-		Activation: time.Unix(iat-day, 0),
+	k, err := keyring.ImportKey(binary.BigEndian.Uint32(derive("id "+label, 4))|1, alg, keyring.Active,
+		time.Time{}, time.Unix(iat-day, 0), derive("key "+label, 32))
+	if err != nil {
+		panic(err)
 	}
+	return k
 }
 
 // sealAt are the sealer's settings of most vectors: at iat, a requested
@@ -329,7 +331,7 @@ func (g *gen) notSealed(name, comment string, keys []keyring.Key, b Binding, pay
 func (g *gen) handMAC(name, comment string, k keyring.Key, b Binding, payload []byte, lifetime uint32, now int64) vector {
 	h := envelope.Header{Version: envelope.VersionMAC, KeyID: k.ID, IssuedAt: iat, Lifetime: lifetime}
 	ad := appendAD(nil, h, &b)
-	mac := hmac.New(sha256.New, k.Material)
+	mac := hmac.New(sha256.New, keymaterial.Of(&k))
 	mac.Write(ad)
 	mac.Write(payload)
 	raw := mac.Sum(append(envelope.AppendHeader(nil, h), payload...))
@@ -354,7 +356,7 @@ func vectorSealer(t *testing.T, keys []keyring.Key, vs vectorSeal) *Sealer {
 }
 
 func keyJSON(k keyring.Key) vectorKey {
-	return vectorKey{ID: keyring.FormatID(k.ID), Algorithm: k.Algorithm.String(), Material: hex.EncodeToString(k.Material),
+	return vectorKey{ID: keyring.FormatID(k.ID), Algorithm: k.Algorithm.String(), Material: hex.EncodeToString(keymaterial.Of(&k)),
 		State: k.State.String(), Activation: k.Activation.Unix()}
 }
 

@@ -184,8 +184,11 @@ func (k vectorKey) parse(t *testing.T) keyring.Key {
 	if err != nil || len(id) != 4 {
 		t.Fatalf("key id %q", k.ID)
 	}
-	return keyring.Key{ID: binary.BigEndian.Uint32(id), Algorithm: alg, State: st,
-		Activation: time.Unix(k.Activation, 0), Material: unhex(t, k.Material)}
+	key, err := keyring.ImportKey(binary.BigEndian.Uint32(id), alg, st, time.Time{}, time.Unix(k.Activation, 0), unhex(t, k.Material))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 func (v *vector) binding(t *testing.T) Binding {

@@ -141,7 +141,7 @@ func newVerify(p *paths) *cobra.Command {
 					fmt.Fprintf(w, "key %s  %-4s  %-12s  FAILED: %v\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State, err)
 					continue
 				}
-				clear(k.Material)
+				k.Zero()
 				fmt.Fprintf(w, "key %s  %-4s  %-12s  ok\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State)
 			}
 			if _, _, err := keyset.Load(cmd.Context(), path, p.loadOptions()); err != nil && failed == 0 {

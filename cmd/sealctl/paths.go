@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/stores"
@@ -143,7 +143,7 @@ func (p *paths) verified(ctx context.Context) (*keyset.Keyset, error) {
 }
 
 func parseKeyID(s string) (uint32, error) {
-	id, err := keysetjson.ParseKeyID(s)
+	id, err := keyring.ParseID(s)
 	if err != nil {
 		return 0, usageError{err}
 	}

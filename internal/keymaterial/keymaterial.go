@@ -1,0 +1,12 @@
+// Package keymaterial lets the packages of this module that must hold a
+// key's secret bytes (seal builds its ciphers from them, keyset wraps and
+// unwraps them) reach them, while keyring.Key keeps them out of the
+// exported API, as tink keeps keys behind a handle.
+package keymaterial
+
+// Of returns the material of k, a *keyring.Key; package keyring sets it.
+// The caller does not keep the slice beyond its use, and clears any copy.
+var Of func(k any) []byte
+
+// Set replaces the material of k, a *keyring.Key, with a copy of m.
+var Set func(k any, m []byte)
