@@ -31,7 +31,7 @@ func middlewareRoundTrip(b *testing.B, sealed bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, _ := seal.New(ring)
+		s, _ := seal.New(ring, nil)
 		a, err := mcpsdk.New(s, &mcpsdk.Options{Options: mrtr.Options{Audience: "bench", AllowAnonymous: true, Metrics: nopMetrics{}}})
 		if err != nil {
 			b.Fatal(err)
@@ -102,7 +102,7 @@ func middlewareDirect(b *testing.B, sealed bool) {
 	})
 	if sealed {
 		ring, _ := keyring.Generate(keyring.AEAD)
-		s, _ := seal.New(ring)
+		s, _ := seal.New(ring, nil)
 		a, err := mcpsdk.New(s, &mcpsdk.Options{Options: mrtr.Options{Audience: "bench", Metrics: nopMetrics{}},
 			Principal: func(context.Context, mcp.Request) string { return "alice" }})
 		if err != nil {

@@ -79,7 +79,7 @@ func newSealer(b *testing.B, alg keyring.Algorithm) *seal.Sealer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := seal.New(ring)
+	s, err := seal.New(ring, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func ExampleLoader() {
 		log.Fatal(err)
 	}
 	// In a server: go l.Run(ctx, 30*time.Second)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	tok, _ := s.Seal(seal.Binding{Target: "t"}, []byte("state"), time.Minute)
 	state, err := s.Open(seal.Binding{Target: "t"}, tok)
 	fmt.Println(string(state), err, ring.Current().Version())

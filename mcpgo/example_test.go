@@ -23,7 +23,7 @@ type userKey struct{}
 // context, and opens it on the retry.
 func Example() {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring)
+	sealer, _ := seal.New(ring, nil)
 	a, err := mcpgo.New(sealer, &mcpgo.Options{
 		Options: mrtr.Options{Audience: "https://flights.example"},
 		Principal: func(ctx context.Context, _ http.Header) string {

@@ -32,7 +32,7 @@ type guarded struct {
 func newGuarded(t *testing.T) *guarded {
 	g := &guarded{metrics: &mrtr.Counters{}}
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	a, err := mcpgo.New(s, &mcpgo.Options{
 		Options: mrtr.Options{Audience: "test", Metrics: g.metrics,
 			SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)},

@@ -28,7 +28,7 @@ import (
 func TestBoundedLabels(t *testing.T) {
 	sinks := metricstest.New(t)
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	a, err := mcpgo.New(s, &mcpgo.Options{
 		Options:   mrtr.Options{Audience: "test", Metrics: sinks},
 		Principal: func(_ context.Context, h http.Header) string { return h.Get("X-Test-User") },

@@ -39,7 +39,7 @@ func (f *fixture) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{metrics: &mrtr.Counters{}, now: time.Now()}
 	ring, _ := keyring.Generate(keyring.MAC)
-	s, err := seal.New(ring, seal.WithClock(f.clock))
+	s, err := seal.New(ring, &seal.Options{Now: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestPrompt(t *testing.T) {
 func TestNoPrincipal(t *testing.T) {
 	var log bytes.Buffer
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	a, err := mcpgo.New(s, &mcpgo.Options{Options: mrtr.Options{Audience: "test", Logger: slog.New(slog.NewTextHandler(&log, nil))}})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring)
+	sealer, _ := seal.New(ring, nil)
 	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
 		Audience: "https://flights.example",
 		// This example's client does not authenticate; a real server

@@ -40,7 +40,7 @@ func TestSealFailure(t *testing.T) {
 	k, _ := keyring.NewKey(keyring.AEAD, time.Now(), time.Now().Add(time.Hour), nil)
 	snap, _ := keyring.NewSnapshot([]keyring.Key{k})
 	ring, _ := keyring.NewRing(snap)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	a, err := mcpsdk.New(s, &mcpsdk.Options{Options: mrtr.Options{Audience: "test"}})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 func TestBoundedLabels(t *testing.T) {
 	sinks := metricstest.New(t)
 	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring)
+	sealer, _ := seal.New(ring, nil)
 	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{Audience: "test", AllowAnonymous: true, Metrics: sinks}})
 	if err != nil {
 		t.Fatal(err)

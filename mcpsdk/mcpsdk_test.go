@@ -51,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := seal.New(ring, seal.WithClock(f.clock.now))
+	s, err := seal.New(ring, &seal.Options{Now: f.clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // the handler does not run.
 func TestSingleUseReplayed(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring)
+	sealer, _ := seal.New(ring, nil)
 	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
 		Audience: "test", AllowAnonymous: true,
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0),
@@ -73,7 +73,7 @@ func TestSingleUseReplayed(t *testing.T) {
 // a sealer configured for such tokens, and its replay is refused.
 func TestSingleUseLargeState(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, err := seal.New(ring, seal.WithMaxTokenLen(1<<20))
+	sealer, err := seal.New(ring, &seal.Options{MaxTokenLen: 1<<20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestSingleUseLargeState(t *testing.T) {
 func TestSingleUseTwoFlowsOneSecond(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.MAC)
 	now := time.Now() // stopped: both flows seal in this second
-	sealer, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
+	sealer, _ := seal.New(ring, &seal.Options{Now: func() time.Time { return now }})
 	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
 		Audience: "test", AllowAnonymous: true, Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0),

@@ -18,7 +18,7 @@ func TestRejectionIgnoresArguments(t *testing.T) {
 	m, c := newStates(t, mrtr.Options{})
 	big := []byte(`{"blob":"` + strings.Repeat("x", 3<<20) + `"}`)
 	other, _ := keyring.Generate(keyring.AEAD)
-	os, _ := seal.New(other)
+	os, _ := seal.New(other, nil)
 	unknown, err := os.Seal(seal.Binding{}, []byte("s"), 0)
 	if err != nil {
 		t.Fatal(err)

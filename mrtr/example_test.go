@@ -14,7 +14,7 @@ import (
 // same request: same tool, same user, same arguments.
 func Example() {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	m, err := mrtr.New(s, &mrtr.Options{Audience: "https://flights.example"})
 	if err != nil {
 		log.Fatal(err)

@@ -31,7 +31,7 @@ func (l *labelled) Rejected(method, target, reason string) {
 func TestLabels(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.MAC)
 	now := time.Now()
-	s, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
+	s, _ := seal.New(ring, &seal.Options{Now: func() time.Time { return now }})
 	l := &labelled{}
 	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: l})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 func newStates(t *testing.T, o mrtr.Options) (*mrtr.States, *mrtr.Counters) {
 	t.Helper()
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	c := &mrtr.Counters{}
 	o.Metrics = c
 	if o.Audience == "" {
@@ -73,7 +73,7 @@ func TestNewRejects(t *testing.T) {
 		t.Fatal("nil sealer accepted")
 	}
 	ring, _ := keyring.Generate(keyring.MAC)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	if _, err := mrtr.New(s, &mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"t": -1}}); err == nil {
 		t.Fatal("negative TTL accepted")
 	}

@@ -60,7 +60,7 @@ func TestSingleUseUnavailable(t *testing.T) {
 
 func sealerOf(t *testing.T) *seal.Sealer {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	return s
 }
 
@@ -71,7 +71,7 @@ func sealerOf(t *testing.T) *seal.Sealer {
 func TestSingleUseLargeState(t *testing.T) {
 	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
 		ring, _ := keyring.Generate(alg)
-		s, err := seal.New(ring, seal.WithMaxTokenLen(1<<20))
+		s, err := seal.New(ring, &seal.Options{MaxTokenLen: 1<<20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestSingleUseLargeState(t *testing.T) {
 func TestSingleUseSameSecond(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.MAC)
 	now := time.Now() // stopped: every seal is in this second; the guard's own clock runs
-	s, _ := seal.New(ring, seal.WithClock(func() time.Time { return now }))
+	s, _ := seal.New(ring, &seal.Options{Now: func() time.Time { return now }})
 	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {

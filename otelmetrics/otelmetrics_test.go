@@ -44,7 +44,7 @@ func TestMetrics(t *testing.T) {
 	if err := m.ObserveLoader(l, ring); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	ms, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: m, SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {
 		t.Fatal(err)

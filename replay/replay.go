@@ -52,7 +52,7 @@ var (
 )
 
 // Margin is how long past its expiry a guard keeps a token's id: the
-// largest clock skew an opener may accept (seal.WithSkew allows at most
+// largest clock skew an opener may accept (seal.Options.Skew allows at most
 // 10 minutes), so that no opener can still accept a token its guard has
 // forgotten.
 const Margin = 10 * time.Minute

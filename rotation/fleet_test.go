@@ -31,7 +31,7 @@ func newInstance(t *testing.T, name, path string, clk *clock) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := seal.New(ring, seal.WithClock(clk.now))
+	s, err := seal.New(ring, &seal.Options{Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +167,13 @@ func TestPolicyBoundsSealer(t *testing.T) {
 	}
 	ring, _ := keyring.NewRing(snap)
 	for _, tc := range []struct {
-		opt  seal.Option
-		want time.Duration
+		maxTTL time.Duration
+		want   time.Duration
 	}{
-		{seal.WithMaxTTL(24 * time.Hour), time.Hour},          // looser: the policy wins
-		{seal.WithMaxTTL(10 * time.Minute), 10 * time.Minute}, // tighter: the option wins
+		{24 * time.Hour, time.Hour},          // looser: the policy wins
+		{10 * time.Minute, 10 * time.Minute}, // tighter: the option wins
 	} {
-		s, err := seal.New(ring, seal.WithClock(clk.now), tc.opt)
+		s, err := seal.New(ring, &seal.Options{Now: clk.now, MaxTTL: tc.maxTTL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestPolicyBoundsSealer(t *testing.T) {
 		}
 	}
 	// A looser skew option does not stretch the policy's 30 s either.
-	s, _ := seal.New(ring, seal.WithClock(clk.now), seal.WithSkew(5*time.Minute))
+	s, _ := seal.New(ring, &seal.Options{Now: clk.now, Skew: 5 * time.Minute})
 	tok, _ := s.Seal(seal.Binding{}, nil, time.Minute)
 	clk.advance(time.Minute + 31*time.Second)
 	if _, err := s.Open(seal.Binding{}, tok); !errors.Is(err, seal.ErrExpired) {

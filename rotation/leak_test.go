@@ -57,7 +57,7 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return seal.New(ring)
+		return seal.New(ring, nil)
 	}
 	first, err := sealerAt()
 	if err != nil {
@@ -74,7 +74,7 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer running.Close()
-	runningSealer, _ := seal.New(ring)
+	runningSealer, _ := seal.New(ring, nil)
 
 	// The leak: a new primary, the leaked key retired by force and pruned.
 	if _, err := rotation.Rotate(ctx, loc, &rotation.RotateOptions{Immediate: true}, o); err != nil {

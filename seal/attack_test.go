@@ -173,12 +173,12 @@ func TestKindConfusion(t *testing.T) {
 	forged := k
 	forged.Algorithm = keyring.MAC
 	clk := &fakeClock{t: t0}
-	forger, _ := New(newRing(t, forged), WithClock(clk.now))
+	forger, _ := New(newRing(t, forged), &Options{Now: clk.now})
 	tok, err := forger.Seal(testBinding, []byte("state"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim, _ := New(newRing(t, k), WithClock(clk.now))
+	victim, _ := New(newRing(t, k), &Options{Now: clk.now})
 	if _, err := victim.Open(testBinding, tok); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("MAC token under an AEAD key id: %v, want ErrInvalid", err)
 	}

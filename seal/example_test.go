@@ -17,7 +17,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	s, err := seal.New(ring)
+	s, err := seal.New(ring, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func ExampleArgsDigest() {
 
 func ExampleSealer_AppendSeal() {
 	ring, _ := keyring.Generate(keyring.MAC)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	b := seal.Binding{Method: "tools/call", Target: "search"}
 
 	// Reused buffers: no allocation per call once they are large enough.
@@ -82,7 +82,7 @@ func ExampleSealer_AppendSeal() {
 
 func ExampleInspect() {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	tok, _ := s.Seal(seal.Binding{Target: "t"}, make([]byte, 16), 90*time.Second)
 
 	h, err := seal.Inspect(tok) // unverified: for logs and debugging only

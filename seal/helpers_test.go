@@ -47,11 +47,16 @@ func newKey(t testing.TB, alg keyring.Algorithm, activation time.Time) keyring.K
 
 // newSealer returns a sealer with one fresh key of alg, active since before
 // t0, on a fake clock at t0.
-func newSealer(t testing.TB, alg keyring.Algorithm, opts ...Option) (*Sealer, *fakeClock, *keyring.Ring) {
+func newSealer(t testing.TB, alg keyring.Algorithm, opts ...*Options) (*Sealer, *fakeClock, *keyring.Ring) {
 	t.Helper()
 	clk := &fakeClock{t: t0}
 	ring := newRing(t, newKey(t, alg, t0.Add(-time.Hour)))
-	s, err := New(ring, append([]Option{WithClock(clk.now)}, opts...)...)
+	var o Options
+	if len(opts) > 0 {
+		o = *opts[0]
+	}
+	o.Now = clk.now
+	s, err := New(ring, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ type Header struct {
 // is for debugging and logs, never for decisions.
 func Inspect(token string) (Header, error) { return inspect(token, DefaultMaxTokenLen) }
 
-// Inspect is the package's Inspect with s's length bound (WithMaxTokenLen)
+// Inspect is the package's Inspect with s's length bound (Options.MaxTokenLen)
 // in place of the default, so that it decodes every token s accepts. On a
 // token that s.Open accepted, its fields are authentic.
 func (s *Sealer) Inspect(token string) (Header, error) { return inspect(token, s.cfg.maxLen) }

@@ -1,7 +1,6 @@
 package seal
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,8 +21,38 @@ const (
 // about 194 days).
 const MaxTTLLimit = envelope.MaxLifetime * time.Second
 
-// An Option configures a Sealer.
-type Option func(*config) error
+// Options configure a Sealer. A zero field means its default; nil Options
+// mean every default.
+type Options struct {
+	// DefaultTTL is the lifetime of tokens sealed with a TTL of 0: at
+	// least a second, at most the maximum TTL. 0 means DefaultTTL.
+	DefaultTTL time.Duration
+	// MaxTTL is the longest lifetime Seal gives a token and Open accepts.
+	// Seal caps longer TTLs at it; Open rejects an authentic token that
+	// claims a longer lifetime as invalid. Whole seconds, rounded down,
+	// between a second and MaxTTLLimit. 0 means DefaultMaxTTL, or the
+	// keyset's maximum; a keyset's maximum can only be lowered.
+	MaxTTL time.Duration
+	// Skew is how far the clocks of the instances that seal and open may
+	// disagree: Open accepts a token issued up to Skew in the future and up
+	// to Skew after its expiry. Whole seconds, rounded down, at most ten
+	// minutes. 0 means DefaultSkew, or the keyset's skew; NoSkew tolerates
+	// none. A keyset's skew can only be lowered.
+	Skew time.Duration
+	// MaxTokenLen bounds a token's length in bytes (a token is ASCII; any
+	// other byte makes it malformed). Open rejects longer input before
+	// decoding it, and Seal refuses payloads that would exceed it. 0 means
+	// DefaultMaxTokenLen.
+	MaxTokenLen int
+	// Now replaces time.Now, for tests. nil means time.Now.
+	Now func() time.Time
+}
+
+// NoSkew, as Options.Skew, tolerates no clock disagreement at all.
+const NoSkew time.Duration = -1
+
+// MaxSkew is the largest Options.Skew, and the largest a keyset allows.
+const MaxSkew = 10 * time.Minute
 
 type config struct {
 	defaultTTL, maxTTL, skew time.Duration
@@ -32,72 +61,7 @@ type config struct {
 	now                      func() time.Time
 }
 
-// WithDefaultTTL sets the lifetime of tokens sealed with a TTL of 0.
-func WithDefaultTTL(d time.Duration) Option {
-	return func(c *config) error {
-		if d < time.Second {
-			return fmt.Errorf("stateseal: default TTL %v is under one second", d)
-		}
-		c.defaultTTL = d
-		return nil
-	}
-}
-
-// WithMaxTTL sets the longest lifetime Seal gives a token and Open accepts.
-// Seal caps longer TTLs at it; Open rejects an authentic token that claims a
-// longer lifetime as invalid. It is counted in whole seconds, rounded down.
-// A keyset loaded from a file carries its own maximum; this option can only
-// lower it.
-func WithMaxTTL(d time.Duration) Option {
-	return func(c *config) error {
-		if d < time.Second || d > MaxTTLLimit {
-			return fmt.Errorf("stateseal: maximum TTL %v is outside [1s, %v]", d, MaxTTLLimit)
-		}
-		c.maxTTL, c.maxTTLSet = d.Truncate(time.Second), true
-		return nil
-	}
-}
-
-// WithSkew sets how far the clocks of the instances that seal and open may
-// disagree. Open accepts a token issued up to skew in the future and up to
-// skew after its expiry. It is counted in whole seconds, rounded down.
-// A keyset loaded from a file carries its own skew; this option can only
-// lower it.
-func WithSkew(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 || d > 10*time.Minute {
-			return fmt.Errorf("stateseal: clock skew %v is outside [0, 10m]", d)
-		}
-		c.skew, c.skewSet = d.Truncate(time.Second), true
-		return nil
-	}
-}
-
-// WithMaxTokenLen bounds the length of a token in bytes (a token is
-// ASCII; any other byte makes it malformed). Open rejects longer input
-// before decoding it, and Seal refuses payloads that would exceed it.
-func WithMaxTokenLen(n int) Option {
-	return func(c *config) error {
-		if n < envelope.EncodedLen(envelope.Overhead(envelope.VersionAEAD)) {
-			return fmt.Errorf("stateseal: maximum token length %d cannot hold an empty token", n)
-		}
-		c.maxLen = n
-		return nil
-	}
-}
-
-// WithClock replaces time.Now, for tests.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
-		if now == nil {
-			return errors.New("stateseal: nil clock")
-		}
-		c.now = now
-		return nil
-	}
-}
-
-func newConfig(opts []Option) (config, error) {
+func newConfig(o *Options) (config, error) {
 	c := config{
 		defaultTTL: DefaultTTL,
 		maxTTL:     DefaultMaxTTL,
@@ -105,10 +69,37 @@ func newConfig(opts []Option) (config, error) {
 		maxLen:     DefaultMaxTokenLen,
 		now:        new(wallClock).now,
 	}
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return config{}, err
+	if o == nil {
+		o = &Options{}
+	}
+	if o.DefaultTTL != 0 {
+		if o.DefaultTTL < time.Second {
+			return config{}, fmt.Errorf("stateseal: default TTL %v is under one second", o.DefaultTTL)
 		}
+		c.defaultTTL = o.DefaultTTL
+	}
+	if o.MaxTTL != 0 {
+		if o.MaxTTL < time.Second || o.MaxTTL > MaxTTLLimit {
+			return config{}, fmt.Errorf("stateseal: maximum TTL %v is outside [1s, %v]", o.MaxTTL, MaxTTLLimit)
+		}
+		c.maxTTL, c.maxTTLSet = o.MaxTTL.Truncate(time.Second), true
+	}
+	switch {
+	case o.Skew == NoSkew:
+		c.skew, c.skewSet = 0, true
+	case o.Skew < 0 || o.Skew > MaxSkew:
+		return config{}, fmt.Errorf("stateseal: clock skew %v is outside [0, %v]", o.Skew, MaxSkew)
+	case o.Skew != 0:
+		c.skew, c.skewSet = o.Skew.Truncate(time.Second), true
+	}
+	if o.MaxTokenLen != 0 {
+		if o.MaxTokenLen < envelope.EncodedLen(envelope.Overhead(envelope.VersionAEAD)) {
+			return config{}, fmt.Errorf("stateseal: maximum token length %d cannot hold an empty token", o.MaxTokenLen)
+		}
+		c.maxLen = o.MaxTokenLen
+	}
+	if o.Now != nil {
+		c.now = o.Now
 	}
 	if c.defaultTTL > c.maxTTL {
 		return config{}, fmt.Errorf("stateseal: default TTL %v exceeds maximum TTL %v", c.defaultTTL, c.maxTTL)

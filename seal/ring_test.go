@@ -15,7 +15,7 @@ func TestKeyStates(t *testing.T) {
 	old := newKey(t, keyring.AEAD, t0.Add(-time.Hour))
 	ring := newRing(t, old)
 	clk := &fakeClock{t: t0}
-	s, _ := New(ring, WithClock(clk.now))
+	s, _ := New(ring, &Options{Now: clk.now})
 	tok, _ := s.Seal(testBinding, []byte("old"), time.Minute)
 
 	// A successor that activates in the future is not primary yet.
@@ -55,7 +55,7 @@ func TestDecryptOnlyNeverSeals(t *testing.T) {
 	b.State = keyring.DecryptOnly // newer, but may not seal
 	ring := newRing(t, a, b)
 	clk := &fakeClock{t: t0}
-	s, _ := New(ring, WithClock(clk.now))
+	s, _ := New(ring, &Options{Now: clk.now})
 	if h := sealHeader(t, s); h.KeyID != a.ID {
 		t.Fatalf("sealed with %08x, want the active key %08x", h.KeyID, a.ID)
 	}
@@ -64,7 +64,7 @@ func TestDecryptOnlyNeverSeals(t *testing.T) {
 func TestNoPrimaryYet(t *testing.T) {
 	ring := newRing(t, newKey(t, keyring.MAC, t0.Add(time.Hour)))
 	clk := &fakeClock{t: t0}
-	s, _ := New(ring, WithClock(clk.now))
+	s, _ := New(ring, &Options{Now: clk.now})
 	if _, err := s.Seal(testBinding, nil, time.Minute); !errors.Is(err, keyring.ErrNoPrimary) {
 		t.Fatalf("seal before any activation: %v, want keyring.ErrNoPrimary", err)
 	}
@@ -76,7 +76,7 @@ func TestNoPrimaryYet(t *testing.T) {
 func TestConcurrentSwap(t *testing.T) {
 	keys := []keyring.Key{newKey(t, keyring.AEAD, time.Time{})}
 	ring := newRing(t, keys...)
-	s, _ := New(ring)
+	s, _ := New(ring, nil)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {

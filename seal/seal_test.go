@@ -84,7 +84,7 @@ func TestOverhead(t *testing.T) {
 }
 
 func TestTTL(t *testing.T) {
-	s, clk, _ := newSealer(t, keyring.MAC, WithMaxTTL(time.Hour), WithDefaultTTL(2*time.Minute))
+	s, clk, _ := newSealer(t, keyring.MAC, &Options{MaxTTL: time.Hour, DefaultTTL: 2 * time.Minute})
 	for _, tc := range []struct {
 		ttl, want time.Duration
 	}{
@@ -114,7 +114,7 @@ func TestTTL(t *testing.T) {
 }
 
 func TestTooLarge(t *testing.T) {
-	s, _, _ := newSealer(t, keyring.AEAD, WithMaxTokenLen(200))
+	s, _, _ := newSealer(t, keyring.AEAD, &Options{MaxTokenLen: 200})
 	// 200 characters hold 150 bytes: 53 of overhead and 97 of payload.
 	if _, err := s.Seal(testBinding, make([]byte, 97), time.Minute); err != nil {
 		t.Fatalf("largest payload: %v", err)
@@ -138,21 +138,20 @@ func TestTooLarge(t *testing.T) {
 
 func TestOptionsValidated(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.MAC)
-	for name, opts := range map[string][]Option{
-		"default over max": {WithMaxTTL(time.Minute), WithDefaultTTL(2 * time.Minute)},
-		"max under 1s":     {WithMaxTTL(time.Millisecond)},
-		"max over format":  {WithMaxTTL(MaxTTLLimit + time.Second)},
-		"negative skew":    {WithSkew(-time.Second)},
-		"huge skew":        {WithSkew(time.Hour)},
-		"tiny max length":  {WithMaxTokenLen(10)},
-		"nil clock":        {WithClock(nil)},
-		"default under 1s": {WithDefaultTTL(time.Millisecond)},
+	for name, o := range map[string]*Options{
+		"default over max": {MaxTTL: time.Minute, DefaultTTL: 2 * time.Minute},
+		"max under 1s":     {MaxTTL: time.Millisecond},
+		"max over format":  {MaxTTL: MaxTTLLimit + time.Second},
+		"negative skew":    {Skew: -time.Second},
+		"huge skew":        {Skew: time.Hour},
+		"tiny max length":  {MaxTokenLen: 10},
+		"default under 1s": {DefaultTTL: time.Millisecond},
 	} {
-		if _, err := New(ring, opts...); err == nil {
+		if _, err := New(ring, o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := New(nil); err == nil {
+	if _, err := New(nil, nil); err == nil {
 		t.Error("nil ring accepted")
 	}
 }
@@ -193,7 +192,7 @@ func TestInspect(t *testing.T) {
 // Sealer accepts, where the package's Inspect stops at the default bound.
 func TestSealerInspectBound(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.MAC)
-	s, err := New(ring, WithMaxTokenLen(1<<20))
+	s, err := New(ring, &Options{MaxTokenLen: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,14 @@ type Sealer struct {
 	set  cipherCache
 }
 
-// New returns a Sealer over ring. Without options it uses DefaultTTL,
-// DefaultMaxTTL, DefaultSkew and DefaultMaxTokenLen.
-func New(ring *keyring.Ring, opts ...Option) (*Sealer, error) {
+// New returns a Sealer over ring. nil options mean DefaultTTL,
+// DefaultMaxTTL, DefaultSkew and DefaultMaxTokenLen, tightened by the
+// policy of a keyset the ring was loaded from.
+func New(ring *keyring.Ring, o *Options) (*Sealer, error) {
 	if ring == nil {
 		return nil, errors.New("stateseal: nil keyring")
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(o)
 	if err != nil {
 		return nil, err
 	}

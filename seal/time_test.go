@@ -11,7 +11,7 @@ import (
 func TestTimeBoundaries(t *testing.T) {
 	const skew = 30 * time.Second
 	for _, alg := range algs {
-		s, clk, _ := newSealer(t, alg, WithSkew(skew))
+		s, clk, _ := newSealer(t, alg, &Options{Skew: skew})
 		tok, _ := s.Seal(testBinding, []byte("state"), time.Minute)
 		for _, tc := range []struct {
 			at   time.Duration // from issue
@@ -39,8 +39,8 @@ func TestFutureToken(t *testing.T) {
 	ring := newRing(t, newKey(t, keyring.AEAD, time.Time{}))
 	ahead := &fakeClock{t: t0.Add(5 * time.Minute)}
 	onTime := &fakeClock{t: t0}
-	a, _ := New(ring, WithClock(ahead.now))
-	b, _ := New(ring, WithClock(onTime.now), WithSkew(time.Minute))
+	a, _ := New(ring, &Options{Now: ahead.now})
+	b, _ := New(ring, &Options{Now: onTime.now, Skew: time.Minute})
 	tok, _ := a.Seal(testBinding, nil, time.Hour)
 	if _, err := b.Open(testBinding, tok); !errors.Is(err, ErrNotYetValid) {
 		t.Fatalf("token from 5 minutes ahead: %v, want ErrNotYetValid", err)
@@ -57,8 +57,8 @@ func TestFutureToken(t *testing.T) {
 func TestLifetimeOverMax(t *testing.T) {
 	ring := newRing(t, newKey(t, keyring.MAC, time.Time{}))
 	clk := &fakeClock{t: t0}
-	loose, _ := New(ring, WithClock(clk.now), WithMaxTTL(24*time.Hour))
-	strict, _ := New(ring, WithClock(clk.now), WithMaxTTL(time.Hour))
+	loose, _ := New(ring, &Options{Now: clk.now, MaxTTL: 24 * time.Hour})
+	strict, _ := New(ring, &Options{Now: clk.now, MaxTTL: time.Hour})
 	tok, _ := loose.Seal(testBinding, nil, 2*time.Hour)
 	if _, err := strict.Open(testBinding, tok); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("2h token under a 1h maximum: %v, want ErrInvalid", err)
@@ -70,7 +70,7 @@ func TestLifetimeOverMax(t *testing.T) {
 
 func TestDefaultClock(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := New(ring)
+	s, _ := New(ring, nil)
 	before := time.Now().Truncate(time.Second)
 	tok, _ := s.Seal(testBinding, nil, time.Minute)
 	h, _ := Inspect(tok)

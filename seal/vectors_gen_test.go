@@ -346,9 +346,7 @@ func (g *gen) handMAC(name, comment string, k keyring.Key, b Binding, payload []
 func vectorSealer(t *testing.T, keys []keyring.Key, vs vectorSeal) *Sealer {
 	t.Helper()
 	at := time.UnixMilli(vs.NowMillis)
-	s, err := New(newRing(t, keys...), WithClock(func() time.Time { return at }),
-		WithMaxTTL(time.Duration(vs.MaxTTL)*time.Second), WithDefaultTTL(time.Duration(vs.DefaultTTL)*time.Second),
-		WithMaxTokenLen(vs.MaxTokenLen))
+	s, err := New(newRing(t, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: time.Duration(vs.MaxTTL) * time.Second, DefaultTTL: time.Duration(vs.DefaultTTL) * time.Second, MaxTokenLen: vs.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}

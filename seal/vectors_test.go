@@ -159,11 +159,7 @@ func (v *vector) opener(t *testing.T) (*Sealer, Binding) {
 	k := v.Key.parse(t)
 	filler := vkey("filler", keyring.AEAD)
 	now := time.UnixMilli(v.Open.NowMillis)
-	s, err := New(newRing(t, k, filler), WithClock(func() time.Time { return now }),
-		WithMaxTTL(time.Duration(v.Open.MaxTTL)*time.Second),
-		WithDefaultTTL(time.Second),
-		WithSkew(time.Duration(v.Open.Skew)*time.Second),
-		WithMaxTokenLen(v.Open.MaxTokenLen))
+	s, err := New(newRing(t, k, filler), &Options{Now: func() time.Time { return now }, MaxTTL: time.Duration(v.Open.MaxTTL) * time.Second, DefaultTTL: time.Second, Skew: time.Duration(v.Open.Skew) * time.Second, MaxTokenLen: v.Open.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,9 +214,7 @@ func (v *vector) seal(t *testing.T, b Binding) (sealed, error) {
 		keys = append(keys, k.parse(t))
 	}
 	at := time.UnixMilli(v.Seal.NowMillis)
-	s, err := New(newRing(t, keys...), WithClock(func() time.Time { return at }),
-		WithMaxTTL(time.Duration(v.Seal.MaxTTL)*time.Second), WithDefaultTTL(time.Duration(v.Seal.DefaultTTL)*time.Second),
-		WithMaxTokenLen(v.Seal.MaxTokenLen))
+	s, err := New(newRing(t, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: time.Duration(v.Seal.MaxTTL) * time.Second, DefaultTTL: time.Duration(v.Seal.DefaultTTL) * time.Second, MaxTokenLen: v.Seal.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}

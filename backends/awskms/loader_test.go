@@ -83,7 +83,7 @@ func TestKMSCalls(t *testing.T) {
 	t.Logf("load, 2 keys: %d calls", f.tr.calls.Load())
 
 	f.tr.calls.Store(0)
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	b := seal.Binding{Method: "tools/call", Target: "t", Principal: "p", Audience: "a"}
 	for range 10_000 {
 		tok, err := s.Seal(b, []byte("state"), time.Minute)
@@ -158,7 +158,7 @@ func TestKMSUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := ring.Current()
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	b := seal.Binding{Method: "tools/call", Target: "t", Principal: "p", Audience: "a"}
 	if _, err := rotation.Rotate(ctx, f.path, &rotation.RotateOptions{Immediate: true}, f.ro); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func demo(w io.Writer, alg keyring.Algorithm) error {
 	}
 	// A clock the demo can move forward, to show expiry without waiting.
 	now := time.Now()
-	s, err := seal.New(ring, seal.WithClock(func() time.Time { return now }))
+	s, err := seal.New(ring, &seal.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		return err
 	}

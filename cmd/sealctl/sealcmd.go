@@ -59,7 +59,7 @@ func (p *paths) sealer(cmd *cobra.Command) (*seal.Sealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return seal.New(ring)
+	return seal.New(ring, nil)
 }
 
 func newSealCmd(p *paths) *cobra.Command {

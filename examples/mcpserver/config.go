@@ -34,7 +34,7 @@ func (c config) now() time.Time { return time.Now().Add(c.clockOffset) }
 // handler returns the HTTP handler serving MCP at /mcp, stateless: the
 // go-sdk sends input_required to clients only from a stateless handler.
 func (c config) handler(ring *keyring.Ring) (http.Handler, error) {
-	sealer, err := seal.New(ring, seal.WithClock(c.now))
+	sealer, err := seal.New(ring, &seal.Options{Now: c.now})
 	if err != nil {
 		return nil, err
 	}

@@ -174,7 +174,7 @@ func (e *env) testDown(ctx context.Context, t *testing.T) {
 	if n := reports.Load(); n != 1 {
 		t.Errorf("%d reports while the store was down, want 1", n)
 	}
-	s, _ := seal.New(ring)
+	s, _ := seal.New(ring, nil)
 	b := seal.Binding{Method: "tools/call", Target: "t", Principal: "p", Audience: "a"}
 	if tok, err := s.Seal(b, []byte("x"), time.Minute); err != nil {
 		t.Fatalf("sealing while the store is down: %v", err)
