@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/envelope"
 	"github.com/stateseal/stateseal/internal/keymaterial"
 )
 
 // KeySize is the size of a key's secret material.
-const KeySize = 32
+const KeySize = envelope.KeySize
 
 // Algorithm is the envelope a key seals. It is fixed when the key is made.
 type Algorithm uint8

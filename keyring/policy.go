@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/stateseal/stateseal/internal/envelope"
 )
 
 // Policy holds the timing every instance and the CLI must agree on, so it
@@ -37,6 +39,14 @@ func DefaultPolicy() Policy {
 	}
 }
 
+// MaxTTLLimit is the longest token lifetime the token format can carry
+// (2^24-1 seconds, about 194 days).
+const MaxTTLLimit = envelope.MaxLifetime * time.Second
+
+// MaxSkew is the largest clock skew a keyset or a sealer tolerates: the
+// bound that single-use guards (replay.Margin) and retirement count on.
+const MaxSkew = 10 * time.Minute
+
 // Freshness bounds: shorter windows make every missed refresh an outage,
 // and longer ones a weaker rollback bound than the rotation interval.
 const (
@@ -49,10 +59,10 @@ func (p Policy) Validate() error {
 	switch {
 	case p.PropagationDelay < 0:
 		return errors.New("keyring: negative propagation delay")
-	case p.MaxTTL < time.Second || p.MaxTTL > (1<<24-1)*time.Second:
-		return fmt.Errorf("keyring: maximum TTL %v is outside [1s, 194 days]", p.MaxTTL)
-	case p.Skew < 0 || p.Skew > 10*time.Minute:
-		return fmt.Errorf("keyring: clock skew %v is outside [0, 10m]", p.Skew)
+	case p.MaxTTL < time.Second || p.MaxTTL > MaxTTLLimit:
+		return fmt.Errorf("keyring: maximum TTL %v is outside [1s, %v]", p.MaxTTL, MaxTTLLimit)
+	case p.Skew < 0 || p.Skew > MaxSkew:
+		return fmt.Errorf("keyring: clock skew %v is outside [0, %v]", p.Skew, MaxSkew)
 	case p.RotationInterval < 0:
 		return errors.New("keyring: negative rotation interval")
 	case p.RotationInterval > 0 && p.RotationInterval <= p.PropagationDelay:

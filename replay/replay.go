@@ -31,6 +31,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/stateseal/stateseal/seal"
 )
 
 // A Guard records uses of tokens. Implementations are safe for concurrent
@@ -52,7 +54,6 @@ var (
 )
 
 // Margin is how long past its expiry a guard keeps a token's id: the
-// largest clock skew an opener may accept (seal.Options.Skew allows at most
-// 10 minutes), so that no opener can still accept a token its guard has
-// forgotten.
-const Margin = 10 * time.Minute
+// largest clock skew an opener may accept (seal.MaxSkew), so that no
+// opener can still accept a token its guard has forgotten.
+const Margin = seal.MaxSkew

@@ -19,7 +19,7 @@ const (
 
 // MaxTTLLimit is the longest lifetime the format can carry (2^24-1 seconds,
 // about 194 days).
-const MaxTTLLimit = envelope.MaxLifetime * time.Second
+const MaxTTLLimit = keyring.MaxTTLLimit
 
 // Options configure a Sealer. A zero field means its default; nil Options
 // mean every default.
@@ -52,7 +52,7 @@ type Options struct {
 const NoSkew time.Duration = -1
 
 // MaxSkew is the largest Options.Skew, and the largest a keyset allows.
-const MaxSkew = 10 * time.Minute
+const MaxSkew = keyring.MaxSkew
 
 type config struct {
 	defaultTTL, maxTTL, skew time.Duration

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/internal/schemes"
 )
 
@@ -71,7 +72,7 @@ var (
 // store checks it before the document is transferred or read whole: the
 // file's size before reading it, Redis's HSTRLEN inside the read script,
 // Vault's answer as it is received.
-const MaxSize = 1 << 20
+const MaxSize = keysetjson.MaxSize
 
 // TooLarge returns the error a store reports for a document of n bytes
 // (n < 0: of a size not known, over the bound) in the store called name:

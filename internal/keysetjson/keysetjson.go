@@ -90,7 +90,8 @@ type Auth struct {
 }
 
 // MaxSize bounds a keyset document. A keyset holds a handful of keys; a
-// larger file is a mistake or an attack, and is not read.
+// larger file is a mistake or an attack, and is not read. The stores
+// (stores.MaxSize is this bound) refuse it before they transfer a document.
 const MaxSize = 1 << 20
 
 // ErrFormatV2 reports a keyset in the previous format.
