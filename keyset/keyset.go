@@ -166,7 +166,7 @@ func (ks *Keyset) Validate() error {
 		return fmt.Errorf("keyset: keyset %s: an expiry goes with a freshness window, and only with one", ks.ID)
 	}
 	if !wholeUTC(ks.Expires) {
-		return fmt.Errorf("keyset: keyset %s: expiry is not UTC whole seconds", ks.ID)
+		return fmt.Errorf("keyset: keyset %s: expiry is not UTC whole seconds from 1970 on", ks.ID)
 	}
 	seen := map[uint32]bool{}
 	active := 0
@@ -183,7 +183,7 @@ func (ks *Keyset) Validate() error {
 		case k.Created.IsZero() || k.Activation.IsZero():
 			return fmt.Errorf("keyset: keyset %s: key %s: missing created or activation time", ks.ID, keyring.FormatID(k.ID))
 		case !wholeUTC(k.Created) || !wholeUTC(k.Activation):
-			return fmt.Errorf("keyset: keyset %s: key %s: times are not UTC whole seconds", ks.ID, keyring.FormatID(k.ID))
+			return fmt.Errorf("keyset: keyset %s: key %s: times are not UTC whole seconds from 1970 on", ks.ID, keyring.FormatID(k.ID))
 		case k.Activation.Before(k.Created):
 			return fmt.Errorf("keyset: keyset %s: key %s: activation %s is before creation %s", ks.ID, keyring.FormatID(k.ID),
 				k.Activation.Format(time.RFC3339), k.Created.Format(time.RFC3339))
@@ -202,10 +202,10 @@ func (ks *Keyset) Validate() error {
 }
 
 // wholeUTC reports a time the document can hold exactly: zero, or UTC in
-// whole seconds. A fraction or another zone would be lost in the document
-// or read differently by another implementation.
+// whole seconds from 1970 on. A fraction or another zone would be lost in
+// the document or read differently by another implementation.
 func wholeUTC(t time.Time) bool {
-	return t.IsZero() || t.Location() == time.UTC && t.Nanosecond() == 0
+	return t.IsZero() || t.Location() == time.UTC && t.Nanosecond() == 0 && t.Unix() >= 0
 }
 
 // Refresh sets Expires to now plus the freshness window (nothing if the
@@ -310,7 +310,10 @@ func (ks *Keyset) UnwrapKey(ctx context.Context, kek backends.KEK, sk StoredKey)
 		return keyring.Key{}, fmt.Errorf("keyset: keyset %s: key %s: %w", ks.ID, keyring.FormatID(sk.ID), err)
 	}
 	if len(m) != keyring.KeySize {
-		return keyring.Key{}, fmt.Errorf("keyset: keyset %s: key %s: unwrapped to %d bytes, want %d", ks.ID, keyring.FormatID(sk.ID), len(m), keyring.KeySize)
+		// As permanent as bytes that do not unwrap: the same document
+		// never loads, and no retry of the KMS call changes it.
+		clear(m)
+		return keyring.Key{}, fmt.Errorf("keyset: keyset %s: key %s: unwrapped to %d bytes, want %d: %w", ks.ID, keyring.FormatID(sk.ID), len(m), keyring.KeySize, backends.ErrUnwrap)
 	}
 	k := keyring.Key{ID: sk.ID, Algorithm: sk.Algorithm, State: sk.State, Created: sk.Created, Activation: sk.Activation}
 	keymaterial.Set(&k, m)

@@ -70,11 +70,13 @@ type Key struct {
 // whole seconds and every reader must see the same instant.
 const TimeLayout = "2006-01-02T15:04:05Z"
 
-// ParseTime reads a time in TimeLayout, strictly.
+// ParseTime reads a time in TimeLayout, strictly, from 1970 on: the
+// authentication reads a time as unsigned Unix seconds
+// (docs/KEYSET-FORMAT.md).
 func ParseTime(s string) (time.Time, error) {
 	t, err := time.Parse(TimeLayout, s)
-	if err != nil || t.Format(TimeLayout) != s {
-		return time.Time{}, fmt.Errorf("time %q is not UTC whole seconds (%s)", s, TimeLayout)
+	if err != nil || t.Format(TimeLayout) != s || t.Unix() < 0 {
+		return time.Time{}, fmt.Errorf("time %q is not UTC whole seconds (%s) from 1970 on", s, TimeLayout)
 	}
 	return t, nil
 }

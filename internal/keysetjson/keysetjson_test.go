@@ -49,3 +49,20 @@ func TestParseRejectsDuplicatesAtAnyDepth(t *testing.T) {
 		t.Fatal("oversized document accepted")
 	}
 }
+
+func TestParseTime(t *testing.T) {
+	for _, s := range []string{"1970-01-01T00:00:00Z", "2026-07-28T12:00:00Z", "9999-12-31T23:59:59Z"} {
+		if tm, err := ParseTime(s); err != nil || FormatTime(tm) != s {
+			t.Errorf("ParseTime(%q) = %v, %v", s, tm, err)
+		}
+	}
+	// Before 1970 (the authentication reads times as unsigned Unix
+	// seconds), Go's zero time among them, and every other form.
+	for _, s := range []string{"1969-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "0000-01-01T00:00:00Z",
+		"2026-07-28T12:00:00.000Z", "2026-07-28T12:00:00+00:00", "2026-07-28T12:00:00z", "2026-07-28 12:00:00Z",
+		"2026-02-30T12:00:00Z", "2026-06-30T23:59:60Z", "2026-07-28T24:00:00Z", "+2026-07-28T12:00:00Z", ""} {
+		if tm, err := ParseTime(s); err == nil {
+			t.Errorf("ParseTime(%q) = %v", s, tm)
+		}
+	}
+}

@@ -1,0 +1,1117 @@
+package keyset
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// This file is a loader written from docs/KEYSET-FORMAT.md alone, with the
+// standard library and XChaCha20-Poly1305: it uses nothing of package
+// keyset, keyring or backends (the file shares the package only to share
+// the vector types). Given a mutation, a deliberately wrong reading of one
+// rule, it applies that reading instead. TestKeysetMutations holds it to
+// every vector, then requires each wrong reading to fail the vector the
+// spec's table names.
+
+// kmValue is a JSON value. Objects keep their members in order.
+type kmValue struct {
+	kind    byte // '{', '[', '"', '0' (number), 't', 'f', 'n'
+	str     string
+	members []kmMember
+	items   []*kmValue
+}
+
+type kmMember struct {
+	name  string
+	value *kmValue
+}
+
+type kmParser struct {
+	b   []byte
+	i   int
+	mut string
+}
+
+// kmParseJSON reads one JSON value (RFC 8259) strictly: UTF-8, nothing
+// but whitespace around it, no duplicate member names.
+func kmParseJSON(b []byte, mut string) (*kmValue, bool) {
+	if !utf8.Valid(b) {
+		if mut != "invalid-utf8-replaced" {
+			return nil, false
+		}
+		b = []byte(strings.ToValidUTF8(string(b), "\uFFFD"))
+	}
+	p := &kmParser{b: b, mut: mut}
+	p.ws()
+	v, ok := p.value()
+	if !ok {
+		return nil, false
+	}
+	if p.ws(); p.i != len(p.b) && mut != "trailing-data-ignored" {
+		return nil, false
+	}
+	return v, true
+}
+
+func (p *kmParser) ws() {
+	for p.i < len(p.b) && strings.IndexByte(" \t\n\r", p.b[p.i]) >= 0 {
+		p.i++
+	}
+}
+
+func (p *kmParser) lit(s string) bool {
+	if bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
+
+var kmNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+
+func (p *kmParser) value() (*kmValue, bool) {
+	if p.i >= len(p.b) {
+		return nil, false
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		p.i++
+		v := &kmValue{kind: '{'}
+		p.ws()
+		if p.lit("}") {
+			return v, true
+		}
+		for {
+			p.ws()
+			name, ok := p.string()
+			if !ok {
+				return nil, false
+			}
+			if p.ws(); !p.lit(":") {
+				return nil, false
+			}
+			p.ws()
+			m, ok := p.value()
+			if !ok {
+				return nil, false
+			}
+			i := slices.IndexFunc(v.members, func(o kmMember) bool { return o.name == name })
+			switch {
+			case i < 0:
+				v.members = append(v.members, kmMember{name, m})
+			case p.mut == "duplicate-last-wins":
+				v.members[i].value = m
+			default:
+				return nil, false
+			}
+			p.ws()
+			if p.lit("}") {
+				return v, true
+			}
+			if !p.lit(",") {
+				return nil, false
+			}
+		}
+	case c == '[':
+		p.i++
+		v := &kmValue{kind: '['}
+		p.ws()
+		if p.lit("]") {
+			return v, true
+		}
+		for {
+			p.ws()
+			m, ok := p.value()
+			if !ok {
+				return nil, false
+			}
+			v.items = append(v.items, m)
+			p.ws()
+			if p.lit("]") {
+				return v, true
+			}
+			if !p.lit(",") {
+				return nil, false
+			}
+		}
+	case c == '"':
+		s, ok := p.string()
+		return &kmValue{kind: '"', str: s}, ok
+	case p.lit("true"):
+		return &kmValue{kind: 't'}, true
+	case p.lit("false"):
+		return &kmValue{kind: 'f'}, true
+	case p.lit("null"):
+		return &kmValue{kind: 'n'}, true
+	}
+	n := kmNumber.Find(p.b[p.i:])
+	if n == nil {
+		return nil, false
+	}
+	p.i += len(n)
+	return &kmValue{kind: '0', str: string(n)}, true
+}
+
+// string reads a JSON string: no raw control characters, JSON's escapes
+// only, \u escapes of surrogates only in pairs.
+func (p *kmParser) string() (string, bool) {
+	if !p.lit(`"`) {
+		return "", false
+	}
+	var out []byte
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		p.i++
+		switch {
+		case c == '"':
+			return string(out), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			continue
+		}
+		if p.i >= len(p.b) {
+			return "", false
+		}
+		e := p.b[p.i]
+		p.i++
+		if i := strings.IndexByte(`"\/bfnrt`, e); i >= 0 {
+			out = append(out, "\"\\/\b\f\n\r\t"[i])
+			continue
+		}
+		if e != 'u' {
+			return "", false
+		}
+		r, ok := p.hex4()
+		if !ok {
+			return "", false
+		}
+		if utf16.IsSurrogate(r) {
+			if r >= 0xdc00 || !p.lit(`\u`) {
+				return "", false
+			}
+			r2, ok := p.hex4()
+			if !ok || r2 < 0xdc00 || r2 > 0xdfff {
+				return "", false
+			}
+			r = utf16.DecodeRune(r, r2)
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	return "", false
+}
+
+func (p *kmParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.b) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
+	p.i += 4
+	return rune(n), err == nil
+}
+
+// kmDoc is a keyset document as the model reads it.
+type kmDoc struct {
+	format, id, kek, expires string
+	version                  uint64
+	expiresUnix              int64
+	policy                   [5]int64 // seconds: propagation, max TTL, skew, rotation, freshness
+	keys                     []kmKey
+	authWrapped, tag         []byte
+}
+
+type kmKey struct {
+	id                          uint32
+	hexID, algorithm, state     string
+	created, activation         string
+	createdUnix, activationUnix int64
+	wrapped                     []byte
+}
+
+var kmPolicyNames = []string{"propagation_delay_seconds", "max_ttl_seconds", "skew_seconds", "rotation_interval_seconds", "freshness_seconds"}
+
+// kmReader reads the members of the document's objects.
+type kmReader struct {
+	mut string
+	bad bool
+}
+
+// object returns the members of v, an object, by name. Absent members
+// and null ones are nil.
+func (r *kmReader) object(v *kmValue, where string, names ...string) map[string]*kmValue {
+	out := map[string]*kmValue{}
+	if v == nil || v.kind == 'n' {
+		if r.mut == "absent-refused" && where != "auth" {
+			r.bad = true
+		}
+		return out
+	}
+	if v.kind != '{' {
+		r.bad = true
+		return out
+	}
+	for _, m := range v.members {
+		name := m.name
+		if r.mut == "case-insensitive-names" {
+			for _, n := range names {
+				if strings.EqualFold(n, name) {
+					name = n
+				}
+			}
+		}
+		if !slices.Contains(names, name) {
+			if r.mut == "unknown-members-ignored" && where == "top" || r.mut == "nested-unknown-members-ignored" && where != "top" {
+				continue
+			}
+			r.bad = true
+			continue
+		}
+		if m.value.kind == 'n' {
+			if r.mut == "null-refused" {
+				r.bad = true
+			}
+			continue
+		}
+		out[name] = m.value
+	}
+	if r.mut == "absent-refused" {
+		for _, n := range names {
+			if out[n] == nil && n != "expires" {
+				r.bad = true
+			}
+		}
+	}
+	return out
+}
+
+func (r *kmReader) str(v *kmValue) string {
+	if v == nil {
+		return ""
+	}
+	if v.kind != '"' {
+		r.bad = true
+	}
+	return v.str
+}
+
+// integer reads an integer: a number without fraction or exponent. A
+// reading that takes floats takes 1.0 and 1e0 too.
+func (r *kmReader) integer(v *kmValue, floats bool) *big.Int {
+	n := new(big.Int)
+	if v == nil {
+		return n
+	}
+	if v.kind != '0' {
+		r.bad = true
+		return n
+	}
+	if _, ok := n.SetString(v.str, 10); ok {
+		return n
+	}
+	if f, _, err := big.ParseFloat(v.str, 10, 200, big.ToNearestEven); floats && err == nil && f.IsInt() {
+		f.Int(n)
+		return n
+	}
+	r.bad = true
+	return n
+}
+
+var kmTimeRE = regexp.MustCompile(`^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(Z|z|\+00:00)$`)
+
+// time reads YYYY-MM-DDTHH:MM:SSZ, a valid UTC date and time from 1970 on,
+// as Unix seconds.
+func (r *kmReader) time(s string) int64 {
+	m := kmTimeRE.FindStringSubmatch(s)
+	switch {
+	case m == nil,
+		m[7] != "" && r.mut != "times-with-fraction",
+		m[8] == "z" && r.mut != "times-lower-case-z",
+		m[8] == "+00:00" && r.mut != "times-with-offset":
+		r.bad = true
+		return 0
+	}
+	n := make([]int64, 6)
+	for i := range n {
+		n[i], _ = strconv.ParseInt(m[i+1], 10, 64)
+	}
+	y, mo, d := n[0], n[1], n[2]
+	leap := y%4 == 0 && (y%100 != 0 || y%400 == 0)
+	days := []int64{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+	if leap {
+		days[1] = 29
+	}
+	if mo < 1 || mo > 12 || d < 1 || d > days[mo-1] || n[3] > 23 || n[4] > 59 || n[5] > 59 {
+		r.bad = true
+		return 0
+	}
+	// Days from 1970-01-01 to y-mo-d (the proleptic Gregorian calendar).
+	yy := y
+	if mo <= 2 {
+		yy--
+	}
+	era := yy / 400
+	if yy < 0 && yy%400 != 0 {
+		era--
+	}
+	yoe := yy - era*400
+	mp := (mo + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	unix := (era*146097+doe-719468)*86400 + n[3]*3600 + n[4]*60 + n[5]
+	if unix < 0 && r.mut != "times-before-1970" {
+		r.bad = true
+	}
+	return unix
+}
+
+// b64 reads unpadded base64url, strictly: its alphabet only, no length of
+// 1 modulo 4, unused bits zero, at least one byte.
+func (r *kmReader) b64(s string) []byte {
+	switch r.mut {
+	case "base64-padding-accepted":
+		s = strings.TrimRight(s, "=")
+	case "base64-standard-alphabet":
+		s = strings.NewReplacer("+", "-", "/", "_").Replace(s)
+	case "base64-line-breaks-skipped":
+		s = strings.NewReplacer("\n", "", "\r", "").Replace(s)
+	}
+	for _, c := range []byte(s) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			r.bad = true
+			return nil
+		}
+	}
+	enc := base64.RawURLEncoding.Strict()
+	if r.mut == "base64-trailing-bits-ignored" {
+		enc = base64.RawURLEncoding
+	}
+	b, err := enc.DecodeString(s)
+	if err != nil || len(b) == 0 {
+		r.bad = true
+	}
+	return b
+}
+
+// kmRead reads and validates a document: everything a loader checks
+// before it looks at its configuration.
+func kmRead(data []byte, mut string) (*kmDoc, bool) {
+	m := func(name string) bool { return mut == name }
+	if len(data) > 1<<20 {
+		return nil, false
+	}
+	v, ok := kmParseJSON(data, mut)
+	if !ok {
+		return nil, false
+	}
+	r := &kmReader{mut: mut}
+	top := r.object(v, "top", "format", "id", "version", "kek", "expires", "policy", "keys", "auth")
+	d := &kmDoc{format: r.str(top["format"]), id: r.str(top["id"]), kek: r.str(top["kek"]), expires: r.str(top["expires"])}
+	if d.format != "stateseal-keyset-v3" && !(m("format-v2-accepted") && d.format == "stateseal-keyset-v2") {
+		return nil, false
+	}
+	version := r.integer(top["version"], m("version-as-float"))
+	if version.Sign() < 0 || version.BitLen() > 64 {
+		return nil, false
+	}
+	d.version = version.Uint64()
+	pol := r.object(top["policy"], "policy", kmPolicyNames...)
+	for i, name := range kmPolicyNames {
+		n := r.integer(pol[name], m("policy-as-float"))
+		if !n.IsInt64() {
+			return nil, false
+		}
+		d.policy[i] = n.Int64()
+	}
+	if d.expires != "" {
+		d.expiresUnix = r.time(d.expires)
+	}
+	auth := r.object(top["auth"], "auth", "wrapped", "tag")
+	d.authWrapped, d.tag = r.b64(r.str(auth["wrapped"])), r.b64(r.str(auth["tag"]))
+	if len(d.tag) != 32 && !m("tag-any-length") {
+		return nil, false
+	}
+	keys := top["keys"]
+	if keys != nil && keys.kind != '[' {
+		return nil, false
+	}
+	if keys != nil {
+		for _, kv := range keys.items {
+			f := r.object(kv, "key", "id", "algorithm", "state", "created", "activation", "wrapped")
+			k := kmKey{hexID: r.str(f["id"]), algorithm: r.str(f["algorithm"]), state: r.str(f["state"]),
+				created: r.str(f["created"]), activation: r.str(f["activation"])}
+			idRE := "^[0-9a-f]{8}$"
+			if m("key-id-any-case") {
+				idRE = "^[0-9a-fA-F]{8}$"
+			}
+			if !regexp.MustCompile(idRE).MatchString(k.hexID) {
+				return nil, false
+			}
+			id, _ := strconv.ParseUint(k.hexID, 16, 32)
+			k.id = uint32(id)
+			k.createdUnix, k.activationUnix = r.time(k.created), r.time(k.activation)
+			k.wrapped = r.b64(r.str(f["wrapped"]))
+			d.keys = append(d.keys, k)
+		}
+	}
+	if r.bad {
+		return nil, false
+	}
+	// Validation.
+	p := d.policy
+	const maxSeconds = 9223372036 // the most whole seconds whose nanoseconds fit an int64
+	durationsOK := func() bool {
+		if m("durations-unbounded") {
+			return true
+		}
+		for _, s := range p {
+			if s > maxSeconds {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case d.id == "" || d.kek == "":
+		return nil, false
+	case d.version == 0 && !m("version-zero-accepted"):
+		return nil, false
+	case !durationsOK():
+		return nil, false
+	case p[0] < 0:
+		return nil, false
+	case p[1] < 1 && !m("max-ttl-from-zero") || p[1] < 0 || p[1] > 1<<24-1 && !m("max-ttl-uncapped"):
+		return nil, false
+	case p[2] < 0 || p[2] > 600 && !m("skew-uncapped") || p[2] >= 600 && m("skew-cap-exclusive"):
+		return nil, false
+	case p[3] < 0 || p[3] > 0 && (p[3] < p[0] || p[3] == p[0] && !m("rotation-may-equal-propagation")):
+		return nil, false
+	case p[4] < 0 || p[4] != 0 && (p[4] < 3600 || p[4] > 366*86400) && !m("freshness-unbounded"):
+		return nil, false
+	case p[4] == 0 && d.expires != "" && !m("expires-without-freshness"):
+		return nil, false
+	case p[4] != 0 && d.expires == "" && !m("freshness-without-expires"):
+		return nil, false
+	}
+	seen := map[uint32]bool{}
+	active := 0
+	for _, k := range d.keys {
+		switch {
+		case k.id == 0 && !m("key-id-zero-accepted"):
+			return nil, false
+		case seen[k.id] && !m("duplicate-key-ids-accepted"):
+			return nil, false
+		case k.algorithm != "mac" && k.algorithm != "aead":
+			return nil, false
+		case k.state != "active" && k.state != "decrypt-only" && k.state != "retired":
+			return nil, false
+		case k.activationUnix < k.createdUnix && !m("activation-before-created-accepted"):
+			return nil, false
+		}
+		seen[k.id] = true
+		if k.state == "active" {
+			active++
+		}
+	}
+	if active == 0 && !m("no-active-key-accepted") {
+		return nil, false
+	}
+	return d, true
+}
+
+// kmIdentity is a configured KEK URL's identity: without the transport
+// parameters endpoint and insecure, the rest sorted by name.
+func kmIdentity(u string) string {
+	base, query, found := strings.Cut(u, "?")
+	if !found || query == "" {
+		return u
+	}
+	type param struct{ name, value string }
+	var ps []param
+	for _, part := range strings.Split(query, "&") {
+		n, v, _ := strings.Cut(part, "=")
+		n, err1 := kmUnescape(n)
+		v, err2 := kmUnescape(v)
+		if err1 != nil || err2 != nil || n == "endpoint" || n == "insecure" {
+			continue
+		}
+		ps = append(ps, param{n, v})
+	}
+	slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.name, b.name) })
+	var out []string
+	for _, p := range ps {
+		out = append(out, kmEscape(p.name)+"="+kmEscape(p.value))
+	}
+	if len(out) == 0 {
+		return base
+	}
+	return base + "?" + strings.Join(out, "&")
+}
+
+func kmUnescape(s string) (string, error) {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '+':
+			b = append(b, ' ')
+		case '%':
+			if i+2 >= len(s) {
+				return "", fmt.Errorf("bad escape")
+			}
+			n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			if err != nil {
+				return "", err
+			}
+			b = append(b, byte(n))
+			i += 2
+		default:
+			b = append(b, s[i])
+		}
+	}
+	return string(b), nil
+}
+
+func kmEscape(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		switch {
+		case 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0:
+			b.WriteByte(c)
+		case c == ' ':
+			b.WriteByte('+')
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// kmLoaded is what the model loads, or why it refuses.
+type kmLoaded struct {
+	expect string
+	loaded kvLoaded
+	digest [32]byte
+	tag    []byte
+}
+
+// kmHistory is what a loader keeps from the document it installed.
+type kmHistory struct {
+	id      string
+	version uint64
+	digest  [32]byte
+	tag     []byte
+}
+
+type kmModel struct {
+	t      *testing.T
+	f      kvFile
+	byName map[string]*kvVector
+	mut    string
+}
+
+// load runs a vector through the model loader.
+func (km *kmModel) load(v kvVector) kmLoaded {
+	var h *kmHistory
+	if v.Config.After != "" {
+		first := *km.byName[v.Config.After]
+		first.Config = v.Config
+		first.Config.After = ""
+		r := km.loadDoc(first, nil)
+		if r.expect != "ok" {
+			return kmLoaded{expect: "(the first document does not load: " + r.expect + ")"}
+		}
+		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag}
+	}
+	return km.loadDoc(v, h)
+}
+
+func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
+	mut := km.mut
+	m := func(name string) bool { return mut == name }
+	data := v.document(km.t)
+	c := v.Config
+	// 1. The document.
+	d, ok := kmRead(data, mut)
+	if !ok {
+		return kmLoaded{expect: "malformed"}
+	}
+	// 2-5. The configuration, before any KMS call.
+	var kekURL string
+	kekCheck := func() string {
+		trusted := c.KEKs
+		if m("previous-kek-ignored") {
+			trusted = trusted[:1]
+		}
+		for _, u := range trusted {
+			id, name := kmIdentity(u), d.kek
+			switch {
+			case m("kek-compared-with-transport-params"):
+				id = u
+			case m("document-kek-identity"):
+				name = kmIdentity(d.kek)
+			}
+			if id == name {
+				kekURL = u
+				return ""
+			}
+		}
+		if m("kek-from-document") {
+			kekURL = d.kek
+			return ""
+		}
+		return "untrusted_kek"
+	}
+	pinCheck := func() string {
+		pinned := c.KeysetID
+		if m("pin-ignored") {
+			pinned = ""
+		}
+		if pinned == "" && h != nil && !m("first-loaded-not-pinned") {
+			pinned = h.id
+		}
+		if pinned != "" && d.id != pinned {
+			return "other_keyset"
+		}
+		return ""
+	}
+	versionCheck := func() string {
+		switch {
+		case d.version < c.MinVersion && !m("min-version-ignored"), d.version == c.MinVersion && m("min-version-exclusive"):
+			return "rollback"
+		case h != nil && h.id == d.id && d.version < h.version && !m("rollback-running-accepted"):
+			return "rollback"
+		}
+		return ""
+	}
+	freshCheck := func() string {
+		if d.policy[4] == 0 {
+			return ""
+		}
+		now := c.NowMillis
+		if m("now-rounded") {
+			now = (now + 500) / 1000 * 1000
+		}
+		exp := d.expiresUnix * 1000
+		if now >= exp && !m("stale-after-expires") || m("stale-after-expires") && now > exp {
+			return "stale"
+		}
+		return ""
+	}
+	checks := []func() string{kekCheck, pinCheck, versionCheck, freshCheck}
+	switch mut {
+	case "stale-before-kek":
+		checks = []func() string{freshCheck, kekCheck, pinCheck, versionCheck}
+	case "stale-before-pin":
+		checks = []func() string{kekCheck, freshCheck, pinCheck, versionCheck}
+	case "stale-before-version":
+		checks = []func() string{kekCheck, pinCheck, freshCheck, versionCheck}
+	case "version-before-pin":
+		checks = []func() string{kekCheck, versionCheck, pinCheck, freshCheck}
+	case "pin-before-kek":
+		checks = []func() string{pinCheck, kekCheck, versionCheck, freshCheck}
+	}
+	var late []func() string
+	if m("checks-after-authentication") {
+		checks, late = checks[:1], checks[1:]
+	}
+	for _, check := range checks {
+		if e := check(); e != "" {
+			return kmLoaded{expect: e}
+		}
+	}
+	// 6. The KEK: the configuration's URL, never the document's.
+	if !strings.HasPrefix(kekURL, "local:") {
+		return kmLoaded{expect: "(a call to the KMS at " + kekURL + ")"}
+	}
+	i := slices.IndexFunc(km.f.KEKs, func(k kvKEK) bool { return k.URL == kekURL })
+	if i < 0 {
+		return kmLoaded{expect: "(no local KEK " + kekURL + ")"}
+	}
+	kek, err := hex.DecodeString(km.f.KEKs[i].Key)
+	if err != nil {
+		km.t.Fatal(err)
+	}
+	unwrap := func(w, ad []byte) ([]byte, bool) {
+		if m("local-without-version-byte") {
+			w = append([]byte{1}, w...)
+		}
+		if len(w) < 1+24+16 || w[0] != 1 && !m("local-version-byte-ignored") {
+			return nil, false
+		}
+		a, _ := chacha20poly1305.NewX(kek)
+		pt, err := a.Open(nil, w[1:25], w[25:], ad)
+		return pt, err == nil
+	}
+	digest := sha256.Sum256(data)
+	forkCheck := func() string {
+		if h == nil || m("fork-ignored") || h.id != d.id || h.version != d.version {
+			return ""
+		}
+		if m("fork-by-content") && bytes.Equal(h.tag, d.tag) || !m("fork-by-content") && h.digest == digest {
+			return ""
+		}
+		return "fork"
+	}
+	if m("fork-before-authentication") {
+		if e := forkCheck(); e != "" {
+			return kmLoaded{expect: e}
+		}
+	}
+	// 9. Every key that is not retired, in document order.
+	unwrapKeys := func() ([]kvKey, string) {
+		keys := []kvKey{}
+		for _, k := range d.keys {
+			if k.state == "retired" && !m("retired-keys-unwrapped") || k.state == "decrypt-only" && m("decrypt-only-not-unwrapped") {
+				continue
+			}
+			var ad []byte
+			switch {
+			case m("wrap-ad-without-key-id"):
+				ad = kmJoin("stateseal-keyset-v2", d.id)
+			case m("wrap-ad-without-keyset-id"):
+				ad = kmJoin("stateseal-keyset-v2", k.hexID)
+			case m("wrap-ad-v3-domain"):
+				ad = kmJoin("stateseal-keyset-v3", d.id, k.hexID)
+			case m("wrap-ad-key-id-binary"):
+				ad = kmJoin("stateseal-keyset-v2", d.id, string(binary.BigEndian.AppendUint32(nil, k.id)))
+			default:
+				ad = kmJoin("stateseal-keyset-v2", d.id, k.hexID)
+			}
+			dk, ok := unwrap(k.wrapped, ad)
+			if !ok || len(dk) != 32 && !m("data-key-any-length") {
+				return nil, "unwrap"
+			}
+			if k.state != "retired" {
+				keys = append(keys, kvKey{ID: k.hexID, Algorithm: k.algorithm, State: k.state, Created: k.created,
+					Activation: k.activation, AD: hex.EncodeToString(ad), Material: hex.EncodeToString(dk)})
+			}
+		}
+		return keys, ""
+	}
+	if m("keys-before-authentication") {
+		if _, e := unwrapKeys(); e != "" {
+			return kmLoaded{expect: e}
+		}
+	}
+	// 6-7. The authentication key and the tag.
+	format := "stateseal-keyset-v3"
+	authAD := kmJoin(format, d.id, "auth")
+	switch {
+	case m("auth-ad-wrong-format"):
+		authAD = kmJoin("stateseal-keyset-v2", d.id, "auth")
+	case m("auth-ad-without-keyset-id"):
+		authAD = kmJoin(format, "auth")
+	}
+	authKey, ok := unwrap(d.authWrapped, authAD)
+	if !ok || m("auth-key-must-be-32") && len(authKey) != 32 {
+		return kmLoaded{expect: "unauthenticated"}
+	}
+	input := kmTagInput(d, mut)
+	mac := hmac.New(sha256.New, authKey)
+	mac.Write(input)
+	if !hmac.Equal(mac.Sum(nil), d.tag) {
+		return kmLoaded{expect: "unauthenticated"}
+	}
+	for _, check := range late {
+		if e := check(); e != "" {
+			return kmLoaded{expect: e}
+		}
+	}
+	// 8. A fork.
+	if !m("fork-before-authentication") {
+		if e := forkCheck(); e != "" {
+			return kmLoaded{expect: e}
+		}
+	}
+	out := kmLoaded{expect: "ok", digest: digest, tag: d.tag, loaded: kvLoaded{
+		ID: d.id, Version: d.version, KEK: d.kek, Expires: d.expires,
+		Policy: kvPolicy{d.policy[0], d.policy[1], d.policy[2], d.policy[3], d.policy[4]},
+		Auth:   kvAuth{AD: hex.EncodeToString(authAD), Key: hex.EncodeToString(authKey), TagInput: hex.EncodeToString(input)},
+		Keys:   []kvKey{},
+	}}
+	// 10. The primary: of the active keys activated at or before now, the
+	// latest activation; of equal ones, the one listed last.
+	primary := func() string {
+		var best *kmKey
+		for i := range d.keys {
+			k := &d.keys[i]
+			if k.state != "active" && !(m("primary-decrypt-only") && k.state == "decrypt-only") {
+				continue
+			}
+			at := k.activationUnix * 1000
+			if !m("primary-ignores-activation") && (at > c.NowMillis || m("primary-activation-exclusive") && at == c.NowMillis) {
+				continue
+			}
+			switch {
+			case best == nil, k.activationUnix > best.activationUnix:
+				best = k
+			case k.activationUnix == best.activationUnix && !m("primary-tie-first-listed") && (!m("primary-tie-highest-id") || k.id > best.id):
+				best = k
+			}
+		}
+		if best == nil {
+			return ""
+		}
+		return best.hexID
+	}
+	if m("primary-before-unwrap") {
+		if out.loaded.Primary = primary(); out.loaded.Primary == "" {
+			return kmLoaded{expect: "no_primary"}
+		}
+	}
+	keys, e := unwrapKeys()
+	if e != "" {
+		return kmLoaded{expect: e}
+	}
+	out.loaded.Keys = keys
+	if out.loaded.Primary = primary(); out.loaded.Primary == "" && !m("no-primary-accepted") {
+		return kmLoaded{expect: "no_primary"}
+	}
+	return out
+}
+
+// kmJoin joins parts with 0x00.
+func kmJoin(parts ...string) []byte { return []byte(strings.Join(parts, "\x00")) }
+
+// kmTagInput is the input of the authentication tag.
+func kmTagInput(d *kmDoc, mut string) []byte {
+	m := func(name string) bool { return mut == name }
+	order := binary.AppendByteOrder(binary.BigEndian)
+	if m("tag-little-endian") {
+		order = binary.LittleEndian
+	}
+	u32 := func(b []byte, n uint32) []byte { return order.AppendUint32(b, n) }
+	u64 := func(b []byte, n uint64) []byte { return order.AppendUint64(b, n) }
+	field := func(b, f []byte) []byte {
+		if m("tag-without-length-prefixes") {
+			return append(b, f...)
+		}
+		n := len(f)
+		if m("tag-lengths-in-characters") {
+			n = utf8.RuneCount(f)
+		}
+		return append(u32(b, uint32(n)), f...)
+	}
+	seconds := func(b []byte, s int64) []byte {
+		if m("tag-durations-in-seconds") {
+			return u64(b, uint64(s))
+		}
+		return u64(b, uint64(s)*1e9)
+	}
+	when := func(b []byte, text string, unix int64) []byte {
+		if m("tag-times-as-text") {
+			return field(b, []byte(text))
+		}
+		return u64(b, uint64(unix))
+	}
+	wrapped := func(b, w []byte) []byte {
+		if m("tag-wrapped-as-text") {
+			return field(b, []byte(base64.RawURLEncoding.EncodeToString(w)))
+		}
+		return field(b, w)
+	}
+	label := "stateseal-keyset-v3 auth"
+	if m("tag-label-without-auth") {
+		label = "stateseal-keyset-v3"
+	}
+	b := field(nil, []byte(label))
+	b = field(b, []byte(d.id))
+	if m("tag-version-u32") {
+		b = u32(b, uint32(d.version))
+	} else {
+		b = u64(b, d.version)
+	}
+	b = field(b, []byte(d.kek))
+	for _, s := range d.policy[:4] {
+		b = seconds(b, s)
+	}
+	if !m("tag-without-freshness") {
+		b = seconds(b, d.policy[4])
+		if d.expires != "" || !m("tag-expiry-omitted-when-off") {
+			b = when(b, d.expires, d.expiresUnix)
+		}
+	}
+	keys := slices.Clone(d.keys)
+	if m("tag-keys-in-id-order") {
+		slices.SortStableFunc(keys, func(a, b kmKey) int { return cmp.Compare(a.id, b.id) })
+	}
+	if m("tag-retired-keys-omitted") {
+		keys = slices.DeleteFunc(keys, func(k kmKey) bool { return k.state == "retired" })
+	}
+	if !m("tag-key-count-omitted") {
+		b = u32(b, uint32(len(keys)))
+	}
+	for _, k := range keys {
+		if m("tag-key-id-as-text") {
+			b = field(b, []byte(k.hexID))
+		} else {
+			b = u32(b, k.id)
+		}
+		b = field(b, []byte(k.algorithm))
+		b = field(b, []byte(k.state))
+		b = when(b, k.created, k.createdUnix)
+		b = when(b, k.activation, k.activationUnix)
+		b = wrapped(b, k.wrapped)
+	}
+	if !m("tag-without-auth-wrapped") {
+		b = wrapped(b, d.authWrapped)
+	}
+	return b
+}
+
+// disagrees says how the model's result differs from the vector's, or "".
+func (km *kmModel) disagrees(v kvVector) string {
+	r := km.load(v)
+	if r.expect != v.Expect {
+		return fmt.Sprintf("the model: %s; the vector: %s", r.expect, v.Expect)
+	}
+	if r.expect != "ok" {
+		return ""
+	}
+	got, want := r.loaded, *v.Loaded
+	if km.mut != "" {
+		// The informative values (associated data, the authentication
+		// key, the tag's input) are compared only as written: a wrong
+		// reading must be caught by what it loads, not by what it shows.
+		got.Auth, want.Auth = kvAuth{}, kvAuth{}
+		for i := range got.Keys {
+			got.Keys[i].AD = ""
+		}
+		want.Keys = slices.Clone(want.Keys)
+		for i := range want.Keys {
+			want.Keys[i].AD = ""
+		}
+	}
+	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
+		return fmt.Sprintf("the model loads %s; the vector %s", g, w)
+	}
+	return ""
+}
+
+// kmMutationTable reads the table of KEYSET-FORMAT.md whose rows are
+// | `mutation` | rule | `vector` |.
+func kmMutationTable(t *testing.T) map[string]string {
+	data, err := os.ReadFile("../docs/KEYSET-FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	const title = "\n### Keyset rules and the vectors that pin them"
+	i := strings.Index(doc, title)
+	if i < 0 {
+		t.Fatalf("KEYSET-FORMAT.md has no section %q", title[5:])
+	}
+	doc = doc[i+1:]
+	if j := strings.Index(doc[4:], "\n#"); j >= 0 {
+		doc = doc[:j+4]
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9-]+)` \\|[^|]*\\| `([a-z0-9-]+)` \\|")
+	out := map[string]string{}
+	for _, r := range row.FindAllStringSubmatch(doc, -1) {
+		if _, dup := out[r[1]]; dup {
+			t.Errorf("KEYSET-FORMAT.md lists %s twice", r[1])
+		}
+		out[r[1]] = r[2]
+	}
+	if len(out) == 0 {
+		t.Fatal("KEYSET-FORMAT.md's mutation table has no rows")
+	}
+	return out
+}
+
+// TestKeysetMutations: the model, written from KEYSET-FORMAT.md, agrees
+// with every vector; and each wrong reading the spec lists fails the
+// vector it names there.
+func TestKeysetMutations(t *testing.T) {
+	f := readKeysetVectors(t)
+	byName := map[string]*kvVector{}
+	for i := range f.Vectors {
+		byName[f.Vectors[i].Name] = &f.Vectors[i]
+	}
+	km := &kmModel{t: t, f: f, byName: byName}
+	for _, v := range f.Vectors {
+		if bad := km.disagrees(v); bad != "" {
+			t.Errorf("%s: %s", v.Name, bad)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	table := kmMutationTable(t)
+	for _, mut := range kmMutations {
+		catcher, ok := table[mut]
+		if !ok {
+			t.Errorf("KEYSET-FORMAT.md does not list the wrong reading %q", mut)
+			continue
+		}
+		if byName[catcher] == nil {
+			t.Errorf("%s: KEYSET-FORMAT.md names %s, which is not a vector", mut, catcher)
+			continue
+		}
+		km := &kmModel{t: t, f: f, byName: byName, mut: mut}
+		var caught []string
+		for _, v := range f.Vectors {
+			if km.disagrees(v) != "" {
+				caught = append(caught, v.Name)
+			}
+		}
+		if !slices.Contains(caught, catcher) {
+			t.Errorf("%s: KEYSET-FORMAT.md names %s, but the vectors that fail are %v", mut, catcher, caught)
+		}
+	}
+	for mut := range table {
+		if !slices.Contains(kmMutations, mut) {
+			t.Errorf("KEYSET-FORMAT.md lists %q, which the test does not try", mut)
+		}
+	}
+	t.Logf("%d wrong readings of the keyset rules tried, each caught by the vector the spec names", len(kmMutations))
+}
+
+var kmMutations = []string{
+	// The document.
+	"invalid-utf8-replaced", "trailing-data-ignored", "duplicate-last-wins", "case-insensitive-names",
+	"unknown-members-ignored", "nested-unknown-members-ignored", "null-refused", "absent-refused",
+	"format-v2-accepted", "version-as-float", "policy-as-float", "version-zero-accepted",
+	"times-with-fraction", "times-with-offset", "times-lower-case-z", "times-before-1970",
+	"base64-padding-accepted", "base64-standard-alphabet", "base64-line-breaks-skipped", "base64-trailing-bits-ignored",
+	"tag-any-length", "durations-unbounded", "max-ttl-from-zero", "max-ttl-uncapped", "skew-uncapped", "skew-cap-exclusive",
+	"rotation-may-equal-propagation", "freshness-unbounded", "expires-without-freshness", "freshness-without-expires",
+	"key-id-any-case", "key-id-zero-accepted", "duplicate-key-ids-accepted", "activation-before-created-accepted",
+	"no-active-key-accepted",
+	// The configuration.
+	"kek-from-document", "kek-compared-with-transport-params", "document-kek-identity", "previous-kek-ignored",
+	"pin-ignored", "first-loaded-not-pinned", "min-version-ignored", "min-version-exclusive", "rollback-running-accepted",
+	"stale-after-expires", "now-rounded",
+	"stale-before-kek", "stale-before-pin", "stale-before-version", "version-before-pin", "pin-before-kek",
+	"checks-after-authentication",
+	// The authentication.
+	"auth-ad-wrong-format", "auth-ad-without-keyset-id", "auth-key-must-be-32",
+	"tag-without-length-prefixes", "tag-lengths-in-characters", "tag-little-endian", "tag-label-without-auth",
+	"tag-version-u32", "tag-durations-in-seconds", "tag-without-freshness", "tag-expiry-omitted-when-off",
+	"tag-times-as-text", "tag-keys-in-id-order", "tag-retired-keys-omitted", "tag-key-count-omitted",
+	"tag-key-id-as-text", "tag-wrapped-as-text", "tag-without-auth-wrapped",
+	"fork-ignored", "fork-by-content", "fork-before-authentication",
+	// Wrapping and the keys.
+	"local-without-version-byte", "local-version-byte-ignored",
+	"wrap-ad-without-key-id", "wrap-ad-without-keyset-id", "wrap-ad-v3-domain", "wrap-ad-key-id-binary",
+	"keys-before-authentication", "data-key-any-length", "retired-keys-unwrapped", "decrypt-only-not-unwrapped",
+	"primary-decrypt-only", "primary-ignores-activation", "primary-activation-exclusive",
+	"primary-tie-first-listed", "primary-tie-highest-id", "no-primary-accepted", "primary-before-unwrap",
+}
