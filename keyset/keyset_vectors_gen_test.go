@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/crypto/chacha20poly1305"
 
+	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/keyring"
 )
@@ -122,7 +123,8 @@ func (g *kvGen) addKey(b *kvBuild, s kvSpec) {
 	if m == nil {
 		m = kvDerive(fmt.Sprintf("data key %08x", s.id), 32)
 	}
-	k := keyring.Key{ID: s.id, Algorithm: s.alg, State: s.state, Created: kvNow.Add(s.created), Activation: kvNow.Add(s.activation), Material: m}
+	k := keyring.Key{ID: s.id, Algorithm: s.alg, State: s.state, Created: kvNow.Add(s.created), Activation: kvNow.Add(s.activation)}
+	keymaterial.Set(&k, m) // sizes the tests choose, not only 32 bytes
 	sk, err := b.ks.Wrap(ctx, kvLocal{b.wrapKEK}, k)
 	if err != nil {
 		g.fatalf("%v", err)

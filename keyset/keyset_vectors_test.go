@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -309,7 +310,7 @@ func kvCheckSnapshot(t *testing.T, v kvVector, snap *keyring.Snapshot, now time.
 			t.Fatalf("no key %s", wk.ID)
 		}
 		k := keys[i]
-		if k.Algorithm.String() != wk.Algorithm || k.State.String() != wk.State || hex.EncodeToString(k.Material) != wk.Material ||
+		if k.Algorithm.String() != wk.Algorithm || k.State.String() != wk.State || hex.EncodeToString(keymaterial.Of(&k)) != wk.Material ||
 			k.Created.UTC().Format(time.RFC3339) != wk.Created || k.Activation.UTC().Format(time.RFC3339) != wk.Activation {
 			t.Errorf("key %s: %v %v %s %s, want %+v", wk.ID, k.Algorithm, k.State, k.Created, k.Activation, wk)
 		}
