@@ -159,6 +159,10 @@ type Loader struct {
 	keks     map[string]backends.KEK // opened once per configured URL; closed by Close
 	pinned   string                  // the keyset id that loads
 	seen     map[string]seenVersion  // the highest version installed, per keyset id
+
+	// For Health.
+	installed, lastCheck, storeSeen, kmsSeen time.Time
+	lastErr                                  error
 }
 
 // seenVersion is the highest version of a keyset a loader installed, and
@@ -255,6 +259,8 @@ func (l *Loader) Load(ctx context.Context) (*keyring.Ring, error) {
 	}
 	l.ring, l.current, l.last, l.rev = ring, ks, data, rev
 	l.install(ks, data)
+	now := time.Now()
+	l.installed, l.lastCheck, l.storeSeen, l.kmsSeen, l.lastErr = now, now, now, now, nil
 	return ring, nil
 }
 
@@ -333,8 +339,12 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 			l.fail(err, force)
 			return err
 		}
+		l.storeSeen = time.Now()
 		if rev == l.rev {
 			l.reported, l.outage = "", false // the store answers again
+			if l.failed == nil {
+				l.lastCheck, l.lastErr = l.storeSeen, nil
+			}
 			return nil
 		}
 	}
@@ -349,8 +359,12 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 		l.fail(err, force)
 		return err
 	}
+	l.storeSeen = time.Now()
 	if !force && (bytes.Equal(data, l.last) || l.failed != nil && bytes.Equal(data, l.failed)) {
 		l.rev, l.retry = rev, false
+		if bytes.Equal(data, l.last) {
+			l.lastCheck, l.lastErr, l.failed = l.storeSeen, nil, nil
+		}
 		return nil
 	}
 	snap, ks, err := l.load(ctx, data)
@@ -364,6 +378,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 		return err
 	}
 	l.last, l.failed, l.reported, l.outage, l.rev, l.retry = data, nil, "", false, rev, false
+	l.lastCheck, l.lastErr = time.Now(), nil
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
 	}
@@ -382,6 +397,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 
 // install records ks as seen: its version becomes the floor for its id.
 func (l *Loader) install(ks *Keyset, data []byte) {
+	l.installed = time.Now()
 	if l.seen == nil {
 		l.seen = map[string]seenVersion{}
 	}
@@ -401,6 +417,7 @@ func (l *Loader) install(ks *Keyset, data []byte) {
 // text varies from poll to poll (a dropped connection, then a refused
 // one); the next success ends the outage.
 func (l *Loader) fail(err error, force bool) {
+	l.lastErr = err
 	var te transientError
 	transient := errors.As(err, &te)
 	switch {

@@ -3,6 +3,7 @@ package keyset
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"strconv"
@@ -275,4 +276,65 @@ func TestRevisionChecksAfterFailure(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// failingStore fails reads while down is set.
+type failingStore struct {
+	*memStore
+	down atomic.Bool
+}
+
+func (f *failingStore) Read(ctx context.Context) ([]byte, string, error) {
+	if f.down.Load() {
+		return nil, "", errors.New("connection refused")
+	}
+	return f.memStore.Read(ctx)
+}
+
+func (f *failingStore) Revision(ctx context.Context) (string, error) {
+	if f.down.Load() {
+		return "", errors.New("connection refused")
+	}
+	return f.memStore.Revision(ctx)
+}
+
+// TestHealth: a loader says what it serves, whether its store answers,
+// and why the last poll failed; it stays ready through an outage and a
+// broken document, since the last good keys keep serving.
+func TestHealth(t *testing.T) {
+	path, _, _ := newKeysetFile(t, 1)
+	good, _ := os.ReadFile(path)
+	f := &failingStore{memStore: &memStore{}}
+	f.Write(ctx, good, "0")
+	l := &Loader{Path: path, Store: f, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},
+		Logger: slog.New(slog.DiscardHandler)}
+	if h := l.Health(); h.Ready {
+		t.Fatal("ready before Load")
+	}
+	before := time.Now()
+	if _, err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := l.Health()
+	if !h.Ready || h.Version != 1 || h.Keyset == "" || h.Error != "" || h.LastCheck.Before(before) || h.KMSSeen.Before(before) {
+		t.Fatalf("after Load: %+v", h)
+	}
+	f.down.Store(true)
+	l.Reload(ctx)
+	if h := l.Health(); !h.Ready || !h.Outage || !strings.Contains(h.Error, "connection refused") {
+		t.Fatalf("store down: %+v", h)
+	}
+	f.down.Store(false)
+	f.Write(ctx, []byte("{broken"), "1")
+	l.Reload(ctx)
+	if h := l.Health(); !h.Ready || h.Outage || h.Error == "" || h.Version != 1 {
+		t.Fatalf("broken document: %+v", h)
+	}
+	f.Write(ctx, good, "2")
+	if err := l.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Health(); h.Error != "" || !h.StoreSeen.After(before) {
+		t.Fatalf("repaired: %+v", h)
+	}
 }

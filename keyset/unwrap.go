@@ -49,6 +49,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 		if authKey, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kek) }); err != nil {
 			return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.name()))
 		}
+		l.kmsSeen = time.Now()
 	}
 	if err := ks.verifyWith(keysetjson.Format, authKey); err != nil {
 		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
@@ -74,6 +75,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 			if err != nil {
 				return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.name()))
 			}
+			l.kmsSeen = time.Now()
 		}
 		next[ck] = m
 		k, err := keyring.ImportKey(sk.ID, sk.Algorithm, sk.State, sk.Created, sk.Activation, m)

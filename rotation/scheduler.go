@@ -2,7 +2,9 @@ package rotation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
@@ -25,13 +27,31 @@ type Scheduler struct {
 	Options Options
 	// OnError, if set, receives every failed tick; Run carries on.
 	OnError func(error)
+
+	mu   sync.Mutex
+	last Status
+}
+
+// Status is what a Scheduler last did, for health checks and dashboards.
+type Status struct {
+	LastTick time.Time  `json:"last_tick,omitzero"` // when the last tick ended
+	Result   TickResult `json:"result"`             // what it did
+	Error    string     `json:"error,omitempty"`    // why it failed, or ""
+}
+
+// Status returns what the last tick did. It is safe to call while Run
+// ticks.
+func (s *Scheduler) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
 }
 
 // TickResult says what one tick did.
 type TickResult struct {
-	Rotated   uint32   // id of the key added, or 0
-	Retired   []uint32 // keys retired
-	Refreshed bool     // the keyset was rewritten to renew its expiry
+	Rotated   uint32   `json:"rotated,omitempty"`   // id of the key added, or 0
+	Retired   []uint32 `json:"retired,omitempty"`   // keys retired
+	Refreshed bool     `json:"refreshed,omitempty"` // the keyset was rewritten to renew its expiry
 }
 
 // Tick runs once: rotate if the newest key is older than the rotation
@@ -39,7 +59,20 @@ type TickResult struct {
 // decides on the keyset it edits, in one compare-and-swap, so instances
 // racing on the same keyset make one rotation between them; losing that race
 // is not an error.
-func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
+func (s *Scheduler) Tick(ctx context.Context) (tr TickResult, err error) {
+	defer func() {
+		st := Status{LastTick: time.Now(), Result: tr}
+		if err != nil {
+			st.Error = err.Error()
+		}
+		s.mu.Lock()
+		s.last = st
+		s.mu.Unlock()
+	}()
+	return s.tick(ctx)
+}
+
+func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 	var tr TickResult
 	res, err := rotate(ctx, s.Path, nil, &s.Options, due)
 	switch {
@@ -138,4 +171,21 @@ func (s *Scheduler) Run(ctx context.Context, every time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// MarshalJSON writes key ids as logs and sealctl show them: eight
+// lower-case hex digits.
+func (t TickResult) MarshalJSON() ([]byte, error) {
+	out := struct {
+		Rotated   string   `json:"rotated,omitempty"`
+		Retired   []string `json:"retired,omitempty"`
+		Refreshed bool     `json:"refreshed,omitempty"`
+	}{Refreshed: t.Refreshed}
+	if t.Rotated != 0 {
+		out.Rotated = keyring.FormatID(t.Rotated)
+	}
+	for _, id := range t.Retired {
+		out.Retired = append(out.Retired, keyring.FormatID(id))
+	}
+	return json.Marshal(out)
 }

@@ -1,9 +1,11 @@
 package rotation
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,29 @@ func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	fo.MinVersion = 3
 	if _, err := Rotate(ctx, path, nil, &fo); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("rotate below MinVersion: %v", err)
+	}
+}
+
+// TestSchedulerStatus: a scheduler says when it last ticked and what it
+// did, key ids in hex as everywhere else.
+func TestSchedulerStatus(t *testing.T) {
+	path, clk, o := setup(t)
+	s := &Scheduler{Path: path, Options: *o}
+	if st := s.Status(); !st.LastTick.IsZero() {
+		t.Fatalf("status before any tick: %+v", st)
+	}
+	clk.advance(keyring.DefaultPolicy().RotationInterval)
+	tr, err := s.Tick(ctx)
+	if err != nil || tr.Rotated == 0 {
+		t.Fatalf("tick: %+v, %v", tr, err)
+	}
+	st := s.Status()
+	b, _ := json.Marshal(st)
+	if st.LastTick.IsZero() || st.Error != "" || !strings.Contains(string(b), `"rotated":"`+keyring.FormatID(tr.Rotated)+`"`) {
+		t.Fatalf("status: %s", b)
+	}
+	os.WriteFile(path, []byte("{broken"), 0o600)
+	if _, err := s.Tick(ctx); err == nil || s.Status().Error == "" {
+		t.Fatalf("a failed tick: %v, %+v", err, s.Status())
 	}
 }

@@ -14,9 +14,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -63,14 +65,15 @@ func main() {
 func run(c config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ring, err := loadRing(ctx, c)
+	ring, health, err := loadRing(ctx, c)
 	if err != nil {
 		return err
 	}
-	handler, err := c.handler(ring)
+	mcpHandler, err := c.handler(ring)
 	if err != nil {
 		return err
 	}
+	handler := withHealth(mcpHandler, health)
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
@@ -89,18 +92,42 @@ func run(c config) error {
 	return nil
 }
 
-func loadRing(ctx context.Context, c config) (*keyring.Ring, error) {
+// loadRing returns the ring the server seals with and a function that
+// reports its health.
+func loadRing(ctx context.Context, c config) (*keyring.Ring, func() keyset.Health, error) {
 	if c.keyset == "" {
 		log.Printf("no -keyset: sealing with an in-memory key")
-		return keyring.Generate(keyring.AEAD)
+		ring, err := keyring.Generate(keyring.AEAD)
+		return ring, func() keyset.Health { return keyset.Health{Ready: true} }, err
 	}
 	l := &keyset.Loader{Path: c.keyset, Options: keyset.LoadOptions{KEK: c.kek, Now: c.now}}
 	ring, err := l.Load(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	go l.Run(ctx, c.poll)
-	return ring, nil
+	go func() { l.Run(ctx, c.poll); l.Close() }()
+	return ring, l.Health, nil
+}
+
+// withHealth serves /healthz (alive; the loader's state as JSON) and
+// /readyz (200 once a keyset is loaded, 503 before) beside h. A store or
+// KMS outage does not make the server unready: the last good keyset keeps
+// serving, and /healthz says so.
+func withHealth(h http.Handler, health func() keyset.Health) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(health())
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !health().Ready {
+			http.Error(w, "no keyset loaded", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	return mux
 }
 
 // newHandler is the handler of a server with the default settings.

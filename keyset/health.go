@@ -1,0 +1,57 @@
+package keyset
+
+import (
+	"errors"
+	"time"
+)
+
+// Health is what a Loader knows of its keyset and its sources, for a
+// liveness or readiness probe and for dashboards. Its JSON form is what
+// examples/mcpserver serves at /healthz.
+type Health struct {
+	// Ready is true once a keyset is installed: the instance can seal and
+	// open. It stays true through store and KMS outages, when the last
+	// good keyset keeps serving.
+	Ready bool `json:"ready"`
+	// Keyset and Version name the keyset installed.
+	Keyset  string `json:"keyset,omitempty"`
+	Version uint64 `json:"version,omitempty"`
+	// Installed is when that version was installed; Expires is when it
+	// stops loading on a fresh instance unless rewritten (zero: no
+	// freshness window).
+	Installed time.Time `json:"installed,omitzero"`
+	Expires   time.Time `json:"expires,omitzero"`
+	// LastCheck is the last poll or reload that confirmed the installed
+	// keyset is current (the store answered and nothing new failed).
+	LastCheck time.Time `json:"last_check,omitzero"`
+	// StoreSeen and KMSSeen are the last times the store answered a read
+	// or a revision check, and a KMS call succeeded. A KMS is called only
+	// when wrapped bytes change, so an old KMSSeen alone means nothing.
+	StoreSeen time.Time `json:"store_seen,omitzero"`
+	KMSSeen   time.Time `json:"kms_seen,omitzero"`
+	// Error is the failure of the last poll or reload ("" if it
+	// succeeded); Outage is true when it is the store or the KMS not
+	// answering rather than a keyset that does not load.
+	Error  string `json:"error,omitempty"`
+	Outage bool   `json:"outage,omitempty"`
+}
+
+// Health returns the loader's state. It is safe to call at any time,
+// also while Run polls.
+func (l *Loader) Health() Health {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := Health{
+		LastCheck: l.lastCheck, StoreSeen: l.storeSeen, KMSSeen: l.kmsSeen,
+		Installed: l.installed,
+	}
+	if l.ring != nil && l.current != nil {
+		h.Ready, h.Keyset, h.Version, h.Expires = true, l.current.ID, l.current.Version, l.current.Expires
+	}
+	if l.lastErr != nil {
+		h.Error = l.lastErr.Error()
+		var te transientError
+		h.Outage = errors.As(l.lastErr, &te)
+	}
+	return h
+}
