@@ -3,9 +3,9 @@
 //
 // A [KEK] has two methods, Wrap and Unwrap, like age's Recipient and
 // Identity. Each backend opens a KEK from a URL; [Open] picks the backend by
-// the URL's scheme from a [Registry]. The local backend (package
-// backends/local, scheme "local") is always registered in [Default]: it
-// needs no cloud and is the embedded default. Cloud backends register
+// the URL's scheme from a [Registry]. The local backend (in this
+// package, scheme "local") is always registered in [Default]: it needs no
+// cloud and is the embedded default. Cloud backends register
 // their schemes when their packages are imported.
 //
 // KEKs are called when a keyset is loaded, reloaded or edited, never when a

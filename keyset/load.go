@@ -59,18 +59,19 @@ func (o *LoadOptions) now() time.Time {
 	return o.Now()
 }
 
-// OpenKEK opens the KEK that ks names, if o trusts it, for the keyset at
-// location (a file path or a store URL). It opens the URL o configures,
-// with its transport settings; the keyset only selects among o's KEKs.
-// Relative local KEK paths resolve against a keyset file's directory; a
-// keyset in a replicated store needs an absolute path or an environment
-// variable. The caller closes the KEK if it is an io.Closer.
-func OpenKEK(ctx context.Context, ks *Keyset, location string, o *LoadOptions) (backends.KEK, error) {
+// OpenKEK opens the KEK that a keyset at location (a file path or a store
+// URL) names by identity (Keyset.KEK), if o trusts it: it opens the URL o
+// configures, with its transport settings; the name only selects among
+// o's KEKs, and one o does not name is refused (ErrUntrustedKEK) before
+// anything is opened. Relative local KEK paths resolve against a keyset
+// file's directory; a keyset in a replicated store needs an absolute path
+// or an environment variable. The caller closes the KEK (backends.Close).
+func OpenKEK(ctx context.Context, location, name string, o *LoadOptions) (backends.KEK, error) {
 	trusted, err := trustedKEKs(location, o)
 	if err != nil {
 		return nil, err
 	}
-	url, err := matchKEK(ks, trusted)
+	url, err := matchKEK(name, trusted)
 	if err != nil {
 		return nil, err
 	}

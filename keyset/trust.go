@@ -57,20 +57,21 @@ func trustedKEKs(location string, o *LoadOptions) ([]string, error) {
 	return []string{DefaultFileKEK}, nil
 }
 
-// matchKEK returns the configured URL whose identity the keyset names.
-func matchKEK(ks *Keyset, trusted []string) (string, error) {
+// matchKEK returns the configured URL whose identity is name, the KEK a
+// keyset names.
+func matchKEK(name string, trusted []string) (string, error) {
 	var names []string
 	for _, u := range trusted {
 		id, err := kekIdentity(u)
 		if err != nil {
 			return "", fmt.Errorf("keyset: configured KEK: %w", err)
 		}
-		if id == ks.KEK {
+		if id == name {
 			return u, nil
 		}
 		names = append(names, backends.Redact(id))
 	}
-	return "", fmt.Errorf("%w: keyset %s names %s; this instance trusts %s", ErrUntrustedKEK, ks.ID, backends.Redact(ks.KEK), strings.Join(names, " and "))
+	return "", fmt.Errorf("%w: the keyset names %s; this instance trusts %s", ErrUntrustedKEK, backends.Redact(name), strings.Join(names, " and "))
 }
 
 // kekIdentity is a KEK URL without its transport settings: the form a
@@ -88,8 +89,8 @@ func Check(ks *Keyset, location string, o *LoadOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := matchKEK(ks, trusted); err != nil {
-		return err
+	if _, err := matchKEK(ks.KEK, trusted); err != nil {
+		return fmt.Errorf("%w (keyset %s)", err, ks.ID)
 	}
 	l := &Loader{Path: location}
 	if o != nil {
@@ -109,13 +110,9 @@ func (l *Loader) Check(ks *Keyset) error {
 	if err != nil {
 		return err
 	}
-	if _, err := matchKEK(ks, trusted); err != nil {
-		return err
+	if _, err := matchKEK(ks.KEK, trusted); err != nil {
+		return fmt.Errorf("%w (keyset %s)", err, ks.ID)
 	}
 	return l.admit(ks)
 }
 
-// KEKIdentity returns the form in which a keyset names the KEK at rawURL:
-// the URL without the settings that say how to reach the KMS (endpoint,
-// insecure), which come from configuration only.
-func KEKIdentity(rawURL string) (string, error) { return kekIdentity(rawURL) }

@@ -216,8 +216,8 @@ func TestKEKIdentity(t *testing.T) {
 		"vault://transit/keys/k": "vault://transit/keys/k",
 		"local:stateseal.kek":    "local:stateseal.kek",
 	} {
-		if got, err := keyset.KEKIdentity(in); err != nil || got != want {
-			t.Errorf("KEKIdentity(%s) = %s, %v; want %s", in, got, err, want)
+		if got, err := backends.Identity(in); err != nil || got != want {
+			t.Errorf("Identity(%s) = %s, %v; want %s", in, got, err, want)
 		}
 	}
 }

@@ -29,9 +29,9 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	if err != nil {
 		return nil, nil, err
 	}
-	kekURL, err := matchKEK(ks, trusted)
+	kekURL, err := matchKEK(ks.KEK, trusted)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
 	}
 	if err := l.admit(ks); err != nil {
 		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())

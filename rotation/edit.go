@@ -130,7 +130,7 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.K
 	if err := o.check(cur, location); err != nil {
 		return Result{}, err
 	}
-	kek, err := keyset.OpenKEK(ctx, cur, location, lo)
+	kek, err := keyset.OpenKEK(ctx, location, cur.KEK, lo)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: keyset %s: %w", cur.ID, err)
 	}
@@ -181,12 +181,11 @@ func editRetry(ctx context.Context, location string, o *Options, fn func(ks *key
 // openKEK opens the KEK at url, which comes from the operator or the
 // configuration, for the keyset at location.
 func openKEK(ctx context.Context, url, location string, o *Options) (backends.KEK, error) {
-	ks := &keyset.Keyset{}
-	var err error
-	if ks.KEK, err = keyset.KEKIdentity(url); err != nil {
+	name, err := backends.Identity(url)
+	if err != nil {
 		return nil, fmt.Errorf("rotation: %w", err)
 	}
-	k, err := keyset.OpenKEK(ctx, ks, location, &keyset.LoadOptions{KEK: url, Backends: o.backends()})
+	k, err := keyset.OpenKEK(ctx, location, name, &keyset.LoadOptions{KEK: url, Backends: o.backends()})
 	if err != nil {
 		return nil, fmt.Errorf("rotation: %w", err)
 	}

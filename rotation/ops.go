@@ -25,7 +25,7 @@ func Init(ctx context.Context, location, kekURL string, alg keyring.Algorithm, p
 	if o != nil && o.KEK != "" && o.KEK != kekURL {
 		return Result{}, errors.New("rotation: Init takes the KEK URL as its argument; Options.KEK names another")
 	}
-	id, err := keyset.KEKIdentity(kekURL)
+	id, err := backends.Identity(kekURL)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: %w", err)
 	}
@@ -192,7 +192,7 @@ func Prune(ctx context.Context, location string, o *Options) (Result, error) {
 // is unwrapped with the old KEK first: a key that does not unwrap stops the
 // rewrap and nothing is written.
 func Rewrap(ctx context.Context, location, newKEK string, o *Options) (Result, error) {
-	id, err := keyset.KEKIdentity(newKEK)
+	id, err := backends.Identity(newKEK)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: new KEK: %w", err)
 	}

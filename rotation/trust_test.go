@@ -1,11 +1,13 @@
 package rotation
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +125,45 @@ func TestSchedulerStatus(t *testing.T) {
 	os.WriteFile(path, []byte("{broken"), 0o600)
 	if _, err := s.Tick(ctx); err == nil || s.Status().Error == "" {
 		t.Fatalf("a failed tick: %v, %+v", err, s.Status())
+	}
+}
+
+// TestSchedulerRun: Run, the entry point docs/FLEET.md tells users to
+// call, ticks at once and then on its interval, reports failed ticks to
+// OnError and carries on, and returns when its context ends.
+func TestSchedulerRun(t *testing.T) {
+	path, clk, o := setup(t)
+	clk.advance(keyring.DefaultPolicy().RotationInterval)
+	var failures atomic.Int64
+	s := &Scheduler{Path: path, Options: *o, OnError: func(error) { failures.Add(1) }}
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- s.Run(c, time.Millisecond) }()
+	waitFor(t, "the scheduled rotation", func() bool { return len(read(t, path).Keys) == 2 })
+	good, _ := os.ReadFile(path)
+	os.WriteFile(path+".tmp", []byte("{broken"), 0o600)
+	os.Rename(path+".tmp", path)
+	waitFor(t, "failed ticks reported", func() bool { return failures.Load() >= 3 })
+	os.WriteFile(path+".tmp", good, 0o600)
+	os.Rename(path+".tmp", path)
+	n := s.Status().LastTick
+	waitFor(t, "a good tick again", func() bool { st := s.Status(); return st.LastTick.After(n) && st.Error == "" })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+	if err := (&Scheduler{Path: path}).Run(ctx, 0); err == nil {
+		t.Fatal("interval 0 accepted")
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -118,7 +118,7 @@ func newVerify(p *paths) *cobra.Command {
 			if err := keyset.Check(ks, path, p.loadOptions()); err != nil {
 				return p.inFile(err)
 			}
-			kek, err := keyset.OpenKEK(cmd.Context(), ks, path, p.loadOptions())
+			kek, err := keyset.OpenKEK(cmd.Context(), path, ks.KEK, p.loadOptions())
 			if err != nil {
 				return p.inFile(err)
 			}

@@ -129,7 +129,7 @@ func (p *paths) verified(ctx context.Context) (*keyset.Keyset, error) {
 	if err := keyset.Check(ks, path, lo); err != nil && !errors.Is(err, keyset.ErrStale) {
 		return nil, p.inFile(err) // a stale keyset is for the command to refuse or refresh
 	}
-	kek, err := keyset.OpenKEK(ctx, ks, path, lo)
+	kek, err := keyset.OpenKEK(ctx, path, ks.KEK, lo)
 	if err != nil {
 		return nil, p.inFile(err)
 	}

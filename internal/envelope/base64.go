@@ -45,5 +45,3 @@ func AppendDecode(dst, src []byte) ([]byte, error) {
 	return dst[:n+m], nil
 }
 
-// DecodedLen returns the decoded length of n characters of a valid token.
-func DecodedLen(n int) int { return b64.DecodedLen(n) }

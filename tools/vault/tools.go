@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package vault pins the HashiCorp Vault server that the tests run as a dev
-// server. scripts/services.sh builds it once per machine into a cache
+// server. scripts/install-servers.sh builds it once per machine into a cache
 // outside the work tree; it is never part of the library's module.
 package vault
 
