@@ -115,4 +115,3 @@ func (l *Loader) Check(ks *Keyset) error {
 	}
 	return l.admit(ks)
 }
-

@@ -44,4 +44,3 @@ func AppendDecode(dst, src []byte) ([]byte, error) {
 	}
 	return dst[:n+m], nil
 }
-
