@@ -27,7 +27,7 @@ func TestAttackKEKFieldTricks(t *testing.T) {
 	// The instance trusts an AWS KMS key through a configured endpoint.
 	const id = "awskms://alias/k?region=eu-west-1"
 	configured := "awskms://alias/k?endpoint=http://" + legit + "&region=eu-west-1"
-	if got, _ := keyset.KEKIdentity(configured); got != id {
+	if got, _ := backends.Identity(configured); got != id {
 		t.Fatalf("identity %s", got)
 	}
 	variants := []string{
@@ -169,8 +169,8 @@ func TestAttackLocalKEKPaths(t *testing.T) {
 			// attacker's way in either; still check it is refused.
 			kek = f.kek
 		}
-		sk, err := ks.Wrap(ctx, kek, keyring.Key{ID: ks.Keys[0].ID, Algorithm: keyring.AEAD, State: keyring.Active,
-			Created: t0, Activation: t0, Material: make([]byte, keyring.KeySize)})
+		zero, _ := keyring.ImportKey(ks.Keys[0].ID, keyring.AEAD, keyring.Active, t0, t0, make([]byte, keyring.KeySize))
+		sk, err := ks.Wrap(ctx, kek, zero)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestAttackSymlinkedKeyset(t *testing.T) {
 
 	abs := "local:" + filepath.Join(f.dir, "stateseal.kek")
 	// A running loader configured with the absolute KEK.
-	absID, _ := keyset.KEKIdentity(abs)
+	absID, _ := backends.Identity(abs)
 	f.ks.KEK = absID
 	f.write(t, f.addKey(t))
 	running := quietLoader(f, keyset.LoadOptions{KEK: abs})

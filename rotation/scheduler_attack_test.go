@@ -45,7 +45,7 @@ func TestAttackSchedulerLaundersRollback(t *testing.T) {
 	k, _ := snap.Lookup(leaked)
 	evilSnap, _ := keyring.NewSnapshot([]keyring.Key{*k})
 	evilRing, _ := keyring.NewRing(evilSnap)
-	attacker, _ := seal.New(evilRing, seal.WithClock(clk.now))
+	attacker, _ := seal.New(evilRing, &seal.Options{Now: clk.now})
 	b := seal.Binding{Method: "tools/call", Target: "transfer", Principal: "mallory"}
 
 	running := &keyset.Loader{Path: path, Options: lo, Logger: slog.New(slog.DiscardHandler)}
@@ -54,7 +54,7 @@ func TestAttackSchedulerLaundersRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer running.Close()
-	victim, _ := seal.New(ring, seal.WithClock(clk.now))
+	victim, _ := seal.New(ring, &seal.Options{Now: clk.now})
 
 	clk.advance(time.Hour)
 	if _, err := Rotate(ctx, path, &RotateOptions{Immediate: true}, o); err != nil {

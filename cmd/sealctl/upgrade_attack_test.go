@@ -132,10 +132,10 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 			t.Errorf("FINDING: a fresh instance pinned to %s loads version %d (expires %s) with the force-retired key %s active",
 				id, cur.Version, cur.Expires.Format(time.RFC3339), keyring.FormatID(k.ID))
 			ring, _ := keyring.NewRing(snap)
-			s, _ := seal.New(ring)
+			s, _ := seal.New(ring, nil)
 			evil, _ := keyring.NewSnapshot([]keyring.Key{k})
 			er, _ := keyring.NewRing(evil)
-			a, _ := seal.New(er)
+			a, _ := seal.New(er, nil)
 			bd := seal.Binding{Method: "tools/call", Target: "transfer", Principal: "mallory"}
 			tok, _ := a.Seal(bd, []byte("forged"), time.Minute)
 			if _, err := s.Open(bd, tok); err == nil {

@@ -151,16 +151,16 @@ path "transit/datakey/plaintext/k" { capabilities = ["update"] }`); err != nil {
 		t.Fatalf("transit/decrypt with the captured token: %v", err)
 	}
 	material, _ := base64.StdEncoding.DecodeString(out.Data["plaintext"].(string))
-	snap, _ := keyring.NewSnapshot([]keyring.Key{{ID: sk.ID, Algorithm: sk.Algorithm, State: keyring.Active,
-		Created: sk.Created, Activation: sk.Activation, Material: material}})
+	k, _ := keyring.ImportKey(sk.ID, sk.Algorithm, keyring.Active, sk.Created, sk.Activation, material)
+	snap, _ := keyring.NewSnapshot([]keyring.Key{k})
 	er, _ := keyring.NewRing(snap)
-	forger, _ := seal.New(er)
+	forger, _ := seal.New(er, nil)
 	b := seal.Binding{Method: "tools/call", Target: "transfer", Principal: "mallory"}
 	tok, err := forger.Seal(b, []byte("forged from the network"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim, _ := seal.New(ring)
+	victim, _ := seal.New(ring, nil)
 	if _, err := victim.Open(b, tok); err == nil {
 		t.Errorf("FINDING: the instance opens a token forged with a data key decrypted by the token seen on the network")
 	}
