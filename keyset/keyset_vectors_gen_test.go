@@ -270,6 +270,22 @@ func (g *kvGen) refuse(name, expect, comment string, doc []byte, cfg kvConfig) {
 	g.add(v)
 }
 
+// okAfter adds a vector that a loader which installed another vector's
+// document accepts without a change: the same content.
+func (g *kvGen) okAfter(name, comment string, doc []byte, cfg kvConfig) {
+	g.t.Helper()
+	v := kvVector{Name: name, Comment: comment, Document: string(doc), Config: cfg, Expect: "ok"}
+	for _, o := range g.vs {
+		if o.Name == cfg.After {
+			v.Loaded = o.Loaded
+		}
+	}
+	if v.Loaded == nil {
+		g.fatalf("%s: no ok vector %s before it", name, cfg.After)
+	}
+	g.add(v)
+}
+
 func (g *kvGen) add(v kvVector) {
 	g.t.Helper()
 	for _, o := range g.vs {
@@ -439,9 +455,17 @@ func writeKeysetVectors(t *testing.T) {
 	forked.key(kvPending).Activation = kvNow.Add(-time.Minute)
 	g.authenticate(forked, "auth fleet fork")
 	g.refuse("fork", "fork", "a loader that installed version 7 reads another authentic version 7 (a second writer moved a key's activation)", g.doc(forked), after("valid-rotation"))
-	g.refuse("fork-reformatted", "fork", "the installed version 7 written again without whitespace: the same content, other bytes; a fork is judged on the bytes", g.compactReordered(g.doc(fleet)), after("valid-rotation"))
+	g.okAfter("fork-reformatted", "the installed version 7 written again without whitespace and with its members reordered: the same content, other bytes; a fork is judged on the content, so this is the version installed", g.compactReordered(g.doc(fleet)), after("valid-rotation"))
 	tamperedSkew := fleet.clone()
 	tamperedSkew.ks.Policy.Skew = 10 * time.Minute
+	fd7 := string(g.doc(fleet))
+	ti := strings.Index(fd7, `"tag": "`) + len(`"tag": "`)
+	flip := byte('A')
+	if fd7[ti] == 'A' {
+		flip = 'B'
+	}
+	g.refuse("fork-tampered-tag", "unauthenticated", "the installed version 7 with one character of its tag changed: not authentic, so not a fork, however its bytes or tag differ",
+		[]byte(fd7[:ti]+string(flip)+fd7[ti+1:]), after("valid-rotation"))
 	g.refuse("fork-tampered", "unauthenticated", "the installed version 7 with its skew changed and no new tag: a document that does not authenticate is never a fork", g.doc(tamperedSkew), after("valid-rotation"))
 	g.refuse("other-keyset-after-first", "other_keyset", "a loader that installed the fleet keyset reads another keyset, authentic under the same KEK: the first id loaded is pinned", g.doc(s), after("valid-rotation"))
 
@@ -559,6 +583,8 @@ func writeKeysetVectors(t *testing.T) {
 		named("gcp identity", gcp, -8*kvDay), kvConfigAt(kvNow, gcp+"?endpoint=127.0.0.1:8443&insecure=1"))
 	g.refuse("other-keyset-pinned", "other_keyset", "an authentic keyset whose id is not the configured one", sd, withCfg(cfg, func(c *kvConfig) { c.KeysetID = fleet.ks.ID }))
 	g.refuse("below-min-version", "rollback", "version 1, below the configured minimum 2", sd, withCfg(cfg, func(c *kvConfig) { c.MinVersion = 2 }))
+	g.refuse("expires-beyond-window", "stale", "expires further ahead than the window plus the skew from now (a day more): written by a clock running ahead", sd,
+		kvConfig{KEKs: []string{kvMainKEK}, NowMillis: s.ks.Expires.Add(-s.ks.Policy.Freshness - s.ks.Policy.Skew - 24*time.Hour).UnixMilli()})
 	g.refuse("expired-at-now", "stale", "now is exactly expires: expired", sd, kvConfig{KEKs: []string{kvMainKEK}, NowMillis: s.ks.Expires.UnixMilli()})
 	old := g.keyset("single", 1, kvMainKEK, def, -8*kvDay, single)
 	od := g.doc(old)

@@ -712,6 +712,9 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if now >= exp && !m("stale-after-expires") || m("stale-after-expires") && now > exp {
 			return "stale"
 		}
+		if exp > now+(d.policy[4]+d.policy[2])*1000 && !m("expiry-ahead-accepted") {
+			return "stale"
+		}
 		return ""
 	}
 	checks := []func() string{kekCheck, pinCheck, versionCheck, freshCheck}
@@ -764,7 +767,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if h == nil || m("fork-ignored") || h.id != d.id || h.version != d.version {
 			return ""
 		}
-		if m("fork-by-content") && bytes.Equal(h.tag, d.tag) || !m("fork-by-content") && h.digest == digest {
+		if !m("fork-by-bytes") && bytes.Equal(h.tag, d.tag) || m("fork-by-bytes") && h.digest == digest {
 			return ""
 		}
 		return "fork"
@@ -1098,7 +1101,7 @@ var kmMutations = []string{
 	// The configuration.
 	"kek-from-document", "kek-compared-with-transport-params", "document-kek-identity", "previous-kek-ignored",
 	"pin-ignored", "first-loaded-not-pinned", "min-version-ignored", "min-version-exclusive", "rollback-running-accepted",
-	"stale-after-expires", "now-rounded",
+	"stale-after-expires", "now-rounded", "expiry-ahead-accepted",
 	"stale-before-kek", "stale-before-pin", "stale-before-version", "version-before-pin", "pin-before-kek",
 	"checks-after-authentication",
 	// The authentication.
@@ -1107,7 +1110,7 @@ var kmMutations = []string{
 	"tag-version-u32", "tag-durations-in-seconds", "tag-without-freshness", "tag-expiry-omitted-when-off",
 	"tag-times-as-text", "tag-keys-in-id-order", "tag-retired-keys-omitted", "tag-key-count-omitted",
 	"tag-key-id-as-text", "tag-wrapped-as-text", "tag-without-auth-wrapped",
-	"fork-ignored", "fork-by-content", "fork-before-authentication",
+	"fork-ignored", "fork-by-bytes", "fork-before-authentication",
 	// Wrapping and the keys.
 	"local-without-version-byte", "local-version-byte-ignored",
 	"wrap-ad-without-key-id", "wrap-ad-without-keyset-id", "wrap-ad-v3-domain", "wrap-ad-key-id-binary",

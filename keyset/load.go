@@ -3,7 +3,6 @@ package keyset
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -403,7 +402,7 @@ func (l *Loader) install(ks *Keyset, data []byte) {
 		l.seen = map[string]seenVersion{}
 	}
 	if v, ok := l.seen[ks.ID]; !ok || ks.Version > v.version {
-		l.seen[ks.ID] = seenVersion{ks.Version, sha256.Sum256(data)}
+		l.seen[ks.ID] = seenVersion{ks.Version, digestOf(ks, data)}
 	}
 	l.pinned = ks.ID
 	if l.Options.KeysetID != "" {

@@ -309,7 +309,7 @@ func TestFreshness(t *testing.T) {
 	}
 	// The expiry is authenticated: moving it is a forgery.
 	doc, _ := os.ReadFile(f.path)
-	f.write(t, []byte(strings.Replace(string(doc), `"expires": "2026-07-29T12:00:00Z"`, `"expires": "2027-07-29T12:00:00Z"`, 1)))
+	f.write(t, []byte(strings.Replace(string(doc), `"expires": "2026-07-29T12:00:00Z"`, `"expires": "2026-07-29T14:00:00Z"`, 1)))
 	if _, _, err := keyset.Load(ctx, f.path, at(25*time.Hour)); !errors.Is(err, keyset.ErrUnauthenticated) {
 		t.Fatalf("expiry moved without the KEK: %v", err)
 	}

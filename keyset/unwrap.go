@@ -57,7 +57,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	next[ak] = authKey
 	// Authentic from here on. Two authentic documents with one version
 	// are two writers that each believed they were next: say so.
-	if v, ok := l.seen[ks.ID]; ok && v.version == ks.Version && v.digest != sha256.Sum256(data) {
+	if v, ok := l.seen[ks.ID]; ok && v.version == ks.Version && v.digest != digestOf(ks, data) {
 		return nil, nil, fmt.Errorf("%w: keyset %s version %d in %s is not the one this instance loaded; find which write was lost, then write the keyset that should win at a higher version (docs/ROTATION.md)", ErrFork, ks.ID, ks.Version, l.name())
 	}
 	var keys []keyring.Key
@@ -115,8 +115,15 @@ func (l *Loader) admit(ks *Keyset) error {
 	if v, ok := l.seen[ks.ID]; ok && ks.Version < v.version {
 		return fmt.Errorf("%w: keyset %s went back from version %d to %d; an older copy may hold keys retired since", ErrRollback, ks.ID, v.version, ks.Version)
 	}
-	if ks.Policy.Freshness != 0 && !l.Options.now().Before(ks.Expires) {
+	now := l.Options.now()
+	if ks.Policy.Freshness != 0 && !now.Before(ks.Expires) {
 		return fmt.Errorf("%w: keyset %s version %d expired at %s (freshness %v): run 'sealctl refresh' or a rotation.Scheduler, or the store was rolled back", ErrStale, ks.ID, ks.Version, ks.Expires.Format(time.RFC3339), ks.Policy.Freshness)
+	}
+	// An expiry further ahead than a write now would set was written by a
+	// clock running ahead; kept, it would stretch the rollback bound by as
+	// much as that clock was wrong.
+	if ks.Policy.Freshness != 0 && ks.Expires.After(now.Add(ks.Policy.Freshness+ks.Policy.Skew)) {
+		return fmt.Errorf("%w: keyset %s version %d expires at %s, further ahead than the freshness window (%v) plus the skew from now: its writer's clock runs ahead; fix that clock, then rewrite the keyset (sealctl refresh)", ErrStale, ks.ID, ks.Version, ks.Expires.Format(time.RFC3339), ks.Policy.Freshness)
 	}
 	return nil
 }
@@ -150,4 +157,14 @@ func transient(err error) error {
 		return err
 	}
 	return transientError{err}
+}
+
+// digestOf identifies a keyset's content for fork detection: its
+// canonical encoding, so that the same authentic document written with
+// other whitespace is not taken for another branch.
+func digestOf(ks *Keyset, data []byte) [32]byte {
+	if b, err := ks.Marshal(); err == nil {
+		return sha256.Sum256(b)
+	}
+	return sha256.Sum256(data)
 }
