@@ -481,6 +481,7 @@ func writeKeysetVectors(t *testing.T) {
 	malformed("unknown-member", "an unknown top-level member", g.edit(sd, "", `"version"`, `"comment": "x",`+"\n  "+`"version"`))
 	malformed("unknown-member-in-policy", "an unknown member in policy", g.edit(sd, "", `"max_ttl_seconds"`, `"max_ttl": 3600,`+"\n    "+`"max_ttl_seconds"`))
 	malformed("unknown-member-in-key", "an unknown member in a key", g.edit(sd, "", `"state"`, `"label": "primary",`+"\n      "+`"state"`))
+	malformed("auth-wrapped-too-long", "auth.wrapped decodes to over 2048 bytes (2,049 more than the real one), over the bound on wrapped bytes", g.edit(sd, `"auth"`, `"wrapped": "`, `"wrapped": "`+strings.Repeat("A", 2732)))
 	malformed("unknown-member-in-auth", "an unknown member in auth", g.edit(sd, "", `"tag"`, `"alg": "HS256",`+"\n    "+`"tag"`))
 	malformed("duplicate-member", "kek given twice: a reader keeping the last would see local:other.kek", g.edit(sd, "", `"policy"`, `"kek": "local:other.kek",`+"\n  "+`"policy"`))
 	malformed("duplicate-member-in-key", "the retired key's state given twice, the second active: a reader keeping the last would revive it",

@@ -404,7 +404,7 @@ func (r *kmReader) b64(s string) []byte {
 		enc = base64.RawURLEncoding
 	}
 	b, err := enc.DecodeString(s)
-	if err != nil || len(b) == 0 {
+	if err != nil || len(b) == 0 || len(b) > 2048 && r.mut != "wrapped-unbounded" {
 		r.bad = true
 	}
 	return b
@@ -1110,7 +1110,7 @@ var kmMutations = []string{
 	"tag-version-u32", "tag-durations-in-seconds", "tag-without-freshness", "tag-expiry-omitted-when-off",
 	"tag-times-as-text", "tag-keys-in-id-order", "tag-retired-keys-omitted", "tag-key-count-omitted",
 	"tag-key-id-as-text", "tag-wrapped-as-text", "tag-without-auth-wrapped",
-	"fork-ignored", "fork-by-bytes", "fork-before-authentication",
+	"fork-ignored", "fork-by-bytes", "fork-before-authentication", "wrapped-unbounded",
 	// Wrapping and the keys.
 	"local-without-version-byte", "local-version-byte-ignored",
 	"wrap-ad-without-key-id", "wrap-ad-without-keyset-id", "wrap-ad-v3-domain", "wrap-ad-key-id-binary",

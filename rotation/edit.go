@@ -32,6 +32,11 @@ type Options struct {
 	// a store rolled back below what the instance loaded is never written
 	// back at a new version.
 	Loader *keyset.Loader
+	// Check, if set, is called with the keyset an edit starts from once it
+	// authenticated; an error stops the edit and nothing is written.
+	// sealctl passes its record of the newest version it saw, so that a
+	// store swapped between its own check and the edit is still refused.
+	Check func(*keyset.Keyset) error
 	// AllowStale lets an edit start from a keyset whose freshness window
 	// has passed. Refresh uses it when an operator has checked that the
 	// expired keyset is the latest (sealctl refresh --stale).
@@ -138,8 +143,17 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.K
 	if err := cur.Verify(ctx, kek); err != nil {
 		return Result{}, fmt.Errorf("rotation: %w (in %s)", err, s)
 	}
+	if o != nil && o.Check != nil {
+		if err := o.Check(cur); err != nil {
+			return Result{}, fmt.Errorf("rotation: not editing: %w", err)
+		}
+	}
 	ks := cur.Clone()
 	res, err := fn(ks, kek)
+	if errors.Is(err, errNoChange) {
+		res.Keyset = cur // authenticated and checked, and left as it is
+		return res, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -159,6 +173,10 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.K
 	res.Keyset, res.signer = ks, nil
 	return res, nil
 }
+
+// errNoChange, from an edit's function, ends the edit without a write
+// and without an error: there was nothing to do.
+var errNoChange = errors.New("rotation: nothing to change")
 
 // retries bounds editRetry.
 const retries = 5

@@ -170,18 +170,12 @@ func Demote(ctx context.Context, location string, id uint32, o *Options) (Result
 // rejected; pruning only shortens the keyset. With no retired key it
 // writes nothing and says so in a warning.
 func Prune(ctx context.Context, location string, o *Options) (Result, error) {
-	s, err := keyset.OpenStore(ctx, location, o.loadOptions())
-	if err != nil {
-		return Result{}, err
-	}
-	cur, _, err := keyset.Read(ctx, s)
-	if err != nil {
-		return Result{}, err
-	}
-	if !slices.ContainsFunc(cur.Keys, func(k keyset.StoredKey) bool { return k.State == keyring.Retired }) {
-		return Result{Keyset: cur, Warnings: []string{"no retired key to prune; nothing written"}}, nil
-	}
 	return editRetry(ctx, location, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+		if !slices.ContainsFunc(ks.Keys, func(k keyset.StoredKey) bool { return k.State == keyring.Retired }) {
+			// Still authenticated and checked: the keyset returned is one
+			// the caller may trust, and record.
+			return Result{Warnings: []string{"no retired key to prune; nothing written"}}, errNoChange
+		}
 		ks.Keys = slices.DeleteFunc(ks.Keys, func(k keyset.StoredKey) bool { return k.State == keyring.Retired })
 		return Result{}, nil
 	})
@@ -267,6 +261,17 @@ func Upgrade(ctx context.Context, location string, o *Options) (Result, error) {
 	ks, err := keyset.Upgrade(ctx, data, kek, url, o.now())
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (in %s)", err, s)
+	}
+	// The upgraded keyset meets every check an edit makes: an old
+	// version-2 copy put back in the store after the fleet moved to
+	// version 3 is a rollback, and upgrading it would launder it.
+	if err := o.check(ks, location); err != nil {
+		return Result{}, err
+	}
+	if o != nil && o.Check != nil {
+		if err := o.Check(ks); err != nil {
+			return Result{}, fmt.Errorf("rotation: not upgrading: %w", err)
+		}
 	}
 	if _, err := keyset.Write(ctx, s, ks, rev); err != nil {
 		return Result{}, err

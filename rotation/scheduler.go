@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -14,12 +15,15 @@ import (
 )
 
 // A Scheduler rotates a keyset on the keyset's rotation interval, retires
-// keys once that is safe, and refreshes the keyset before its freshness
-// window runs out. Any number of instances may run one on the same
+// keys once that is safe, and, given the instance's Loader, refreshes the
+// keyset before its freshness window runs out. Any number of instances may run one on the same
 // keyset: each edit is compare-and-swap, so exactly one rotation wins per
 // interval and the others see it on their next read. Set Options.Loader
-// to the instance's loader, so that a scheduler never writes back a
-// keyset older than the one its instance loaded.
+// to the instance's loader: a scheduler then never writes back a keyset
+// older than the one its instance loaded, and only then does it refresh
+// the keyset (renewing the expiry of a copy rolled back in the store would
+// keep it loadable). Without one it still refuses a keyset older than one
+// it read or wrote itself.
 type Scheduler struct {
 	// Path is the keyset's location, a file path or a store URL, as in
 	// keyset.Loader.
@@ -28,8 +32,42 @@ type Scheduler struct {
 	// OnError, if set, receives every failed tick; Run carries on.
 	OnError func(error)
 
-	mu   sync.Mutex
-	last Status
+	mu    sync.Mutex
+	last  Status
+	floor map[string]uint64 // the highest version read or written, per keyset id
+}
+
+// checkFloor refuses a keyset older than one this scheduler read or wrote
+// before, and raises the floor to it otherwise: a store rolled back to an
+// old copy is not edited, and so never authenticated again at a new
+// version, even by a scheduler that runs without a Loader.
+func (s *Scheduler) checkFloor(ks *keyset.Keyset) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.floor[ks.ID]; ks.Version < v {
+		return fmt.Errorf("%w: keyset %s is at version %d; this scheduler saw version %d", keyset.ErrRollback, ks.ID, ks.Version, v)
+	}
+	if s.floor == nil {
+		s.floor = map[string]uint64{}
+	}
+	s.floor[ks.ID] = ks.Version
+	return nil
+}
+
+// options are s.Options with the scheduler's floor in their Check.
+func (s *Scheduler) options() *Options {
+	o := s.Options
+	prev := o.Check
+	o.Check = func(ks *keyset.Keyset) error {
+		if err := s.checkFloor(ks); err != nil {
+			return err
+		}
+		if prev != nil {
+			return prev(ks)
+		}
+		return nil
+	}
+	return &o
 }
 
 // Status is what a Scheduler last did, for health checks and dashboards.
@@ -74,16 +112,18 @@ func (s *Scheduler) Tick(ctx context.Context) (tr TickResult, err error) {
 
 func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 	var tr TickResult
-	res, err := rotate(ctx, s.Path, nil, &s.Options, due)
+	o := s.options()
+	res, err := rotate(ctx, s.Path, nil, o, due)
 	switch {
 	case errors.Is(err, errNotDue), errors.Is(err, keyset.ErrConflict):
 	case err != nil:
 		return tr, err
 	default:
 		tr.Rotated = res.Key
+		s.checkFloor(res.Keyset) // what it wrote
 	}
-	now := s.Options.now()
-	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+	now := o.now()
+	res, err = edit(ctx, s.Path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		var retired []uint32
 		for i := range ks.Keys {
 			k := &ks.Keys[i]
@@ -104,6 +144,7 @@ func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 	case err != nil:
 		return tr, err
 	default:
+		s.checkFloor(res.Keyset)
 		for _, id := range tr.Retired {
 			s.Options.logger().Info("stateseal key retired", "store", stores.Redact(s.Path), "key", keyring.FormatID(id))
 		}
@@ -111,7 +152,13 @@ func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 	if tr.Rotated != 0 || tr.Retired != nil {
 		return tr, nil // those edits refreshed the keyset
 	}
-	_, err = edit(ctx, s.Path, &s.Options, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+	if o.Loader == nil {
+		// Refreshing renews a version's expiry; done on an old copy put back
+		// in the store, it would keep that copy loadable for good. Only a
+		// scheduler that knows what its instance loaded may do it.
+		return tr, nil
+	}
+	res, err = edit(ctx, s.Path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		if !refreshDue(ks, now) {
 			return Result{}, errNotDue
 		}
@@ -123,6 +170,7 @@ func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 		return tr, err
 	default:
 		tr.Refreshed = true
+		s.checkFloor(res.Keyset)
 		s.Options.logger().Info("stateseal keyset refreshed", "store", stores.Redact(s.Path))
 	}
 	return tr, nil
@@ -150,6 +198,9 @@ func due(ks *keyset.Keyset, now time.Time) bool {
 	return !now.Before(newest.Add(ks.Policy.RotationInterval))
 }
 
+// tickTimeout bounds one tick of Run.
+const tickTimeout = time.Minute
+
 // Run ticks every interval until ctx is done. Failed ticks are logged and
 // passed to OnError.
 func (s *Scheduler) Run(ctx context.Context, every time.Duration) error {
@@ -159,7 +210,11 @@ func (s *Scheduler) Run(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if _, err := s.Tick(ctx); err != nil {
+		// A store or KMS that hangs must not stop the scheduler for good.
+		c, cancel := context.WithTimeout(ctx, tickTimeout)
+		_, err := s.Tick(c)
+		cancel()
+		if err != nil {
 			s.Options.logger().Error("stateseal rotation tick failed", "store", stores.Redact(s.Path), "err", err)
 			if s.OnError != nil {
 				s.OnError(err)

@@ -26,9 +26,15 @@ func TestSchedulerRefreshes(t *testing.T) {
 	p := keyring.DefaultPolicy()
 	ks := read(t, path)
 	ks.Policy = p // an operator turns freshness on (by hand here)
+	writeWith(t, path, ks, o)
+	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: o.KEK, Now: clk.now}, Logger: discard}
+	if _, err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
 	s := &Scheduler{Path: path, Options: *o}
 	s.Options.AllowStale = false
-	writeWith(t, path, ks, o)
+	s.Options.Loader = l
 	for day := range 30 {
 		clk.advance(24 * time.Hour)
 		tr, err := s.Tick(ctx)

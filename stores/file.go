@@ -74,7 +74,7 @@ func (f *File) Read(context.Context) ([]byte, string, error) {
 // size before it is read, and one that grows while it is read (or a pipe)
 // once MaxSize+1 bytes have been read.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
@@ -85,6 +85,11 @@ func readFile(path string) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		// A FIFO, a device or a socket is no keyset, and reading one may
+		// block or never end.
+		return nil, fmt.Errorf("stores: %s is not a regular file (%v)", path, fi.Mode().Type())
 	}
 	if fi.Size() > MaxSize {
 		return nil, TooLarge("stores: "+path, fi.Size())

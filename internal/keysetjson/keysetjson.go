@@ -176,8 +176,16 @@ func ParseWrapped(s string) ([]byte, error) {
 	if err != nil || len(b) == 0 {
 		return nil, errors.New("wrapped key is not unpadded base64url")
 	}
+	if len(b) > MaxWrapped {
+		return nil, fmt.Errorf("wrapped key is %d bytes, over the %d-byte limit", len(b), MaxWrapped)
+	}
 	return b, nil
 }
+
+// MaxWrapped bounds a wrapped key: every KMS wraps 32 bytes in a few
+// hundred; a larger blob is garbage that would only cost a KMS call (AWS
+// KMS answers ValidationException past 6 KiB) at every poll.
+const MaxWrapped = 2048
 
 // FormatWrapped encodes a wrapped key or a tag.
 func FormatWrapped(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }

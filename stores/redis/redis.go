@@ -157,7 +157,13 @@ func (s *Store) Channel() string { return s.key + ":changed" }
 // over the bound (ARGV[1]) with an error before any of it is read.
 const prelude = `
 local function revision(doc)
-  return (redis.call('HGET', KEYS[1], 'rev') or '') .. ':' .. redis.sha1hex(doc)
+  -- rev is a counter this store writes; whatever else a store writer put
+  -- there (32 MiB, say) is not copied into every poll's answer.
+  local rev = redis.call('HGET', KEYS[1], 'rev') or ''
+  if #rev > 20 then
+    rev = 'x' .. redis.sha1hex(rev)
+  end
+  return rev .. ':' .. redis.sha1hex(doc)
 end
 local n = redis.call('HSTRLEN', KEYS[1], 'doc')
 if n > tonumber(ARGV[1]) then
