@@ -106,6 +106,8 @@ type Result struct {
 	Keyset   *keyset.Keyset // as written
 	Key      uint32         // the key the operation was about, if any
 	Warnings []string       // things an operator should know; the edit was made
+	// OldPolicy is, for SetPolicy, the policy the edit replaced.
+	OldPolicy keyring.Policy
 
 	signer backends.KEK // set by Rewrap: the KEK the edited keyset is under
 }
