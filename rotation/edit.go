@@ -108,6 +108,9 @@ type Result struct {
 	Warnings []string       // things an operator should know; the edit was made
 	// OldPolicy is, for SetPolicy, the policy the edit replaced.
 	OldPolicy keyring.Policy
+	// Replaced is, for Import, the version it wrote over; 0 for a
+	// location that held no keyset.
+	Replaced uint64
 
 	signer backends.KEK // set by Rewrap: the KEK the edited keyset is under
 }

@@ -75,6 +75,7 @@ $STATESEAL_KEYSET and $STATESEAL_KEK, point elsewhere.`,
 	p.register(root)
 	root.AddCommand(newInit(p), newRotate(p), newList(p), newPromote(p), newDemote(p),
 		newRetire(p), newPrune(p), newRewrap(p), newRefresh(p), newUpgrade(p), newVerify(p), newPolicy(p),
+		newExport(p), newImport(p), newCopy(p),
 		newKEK(), newInspect(), newSealCmd(p), newOpenCmd(p), newDemo())
 	return root
 }
