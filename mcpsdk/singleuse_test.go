@@ -73,7 +73,7 @@ func TestSingleUseReplayed(t *testing.T) {
 // a sealer configured for such tokens, and its replay is refused.
 func TestSingleUseLargeState(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, err := seal.New(ring, &seal.Options{MaxTokenLen: 1<<20})
+	sealer, err := seal.New(ring, &seal.Options{MaxTokenLen: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func sealerOf(t *testing.T) *seal.Sealer {
 func TestSingleUseLargeState(t *testing.T) {
 	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
 		ring, _ := keyring.Generate(alg)
-		s, err := seal.New(ring, &seal.Options{MaxTokenLen: 1<<20})
+		s, err := seal.New(ring, &seal.Options{MaxTokenLen: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,8 +53,6 @@ func digest(ks *keyset.Keyset) string {
 	d := sha256.Sum256(b)
 	return hex.EncodeToString(d[:])
 }
-
-var errSeen = errors.New("not the keyset this operator saw last")
 
 // checkSeen refuses a keyset below the version recorded for its id, or a
 // different document at that version.
