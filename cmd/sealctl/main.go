@@ -1,7 +1,9 @@
 // Command sealctl is the operator's tool for stateseal: it creates keysets,
 // rotates, promotes, demotes, retires and prunes keys, rewraps them under a
-// new KEK, verifies that every key unwraps, and seals, opens and inspects
-// tokens for debugging. docs/ROTATION.md is the runbook.
+// new KEK, changes the policy, verifies that every key unwraps, exports,
+// imports and copies keysets between stores (backups and moves), and
+// seals, opens and inspects tokens for debugging. docs/ROTATION.md is the
+// runbook.
 //
 // Exit status: 0 on success, 1 when the operation failed, 2 on a usage
 // error.
