@@ -165,3 +165,60 @@ func (c *Counters) Values() CounterValues {
 	}
 	return v
 }
+
+// TeeMetrics returns a Metrics that passes every event to each of ms in
+// turn: to OpenTelemetry and to the log at once, say, since setting
+// Options.Metrics replaces the default log:
+//
+//	m, err := otelmetrics.New(otel.GetMeterProvider())
+//	o := mrtr.Options{Audience: aud, Metrics: mrtr.TeeMetrics(m, mrtr.SlogMetrics(nil))}
+//
+// The result is a LatencyMetrics when any of ms is one, and passes each
+// latency to those that are. Nil entries are left out.
+func TeeMetrics(ms ...Metrics) Metrics {
+	var t tee
+	for _, m := range ms {
+		if m == nil {
+			continue
+		}
+		t.all = append(t.all, m)
+		if l, ok := m.(LatencyMetrics); ok {
+			t.lat = append(t.lat, l)
+		}
+	}
+	if len(t.lat) > 0 {
+		return latencyTee{t}
+	}
+	return t
+}
+
+type tee struct {
+	all []Metrics
+	lat []LatencyMetrics
+}
+
+func (t tee) Sealed(method, target string) {
+	for _, m := range t.all {
+		m.Sealed(method, target)
+	}
+}
+
+func (t tee) Opened(method, target string) {
+	for _, m := range t.all {
+		m.Opened(method, target)
+	}
+}
+
+func (t tee) Rejected(method, target, reason string) {
+	for _, m := range t.all {
+		m.Rejected(method, target, reason)
+	}
+}
+
+type latencyTee struct{ tee }
+
+func (t latencyTee) Latency(op string, d time.Duration) {
+	for _, l := range t.lat {
+		l.Latency(op, d)
+	}
+}

@@ -58,9 +58,10 @@ type Options struct {
 	// resource URI.
 	TTL map[string]time.Duration
 	// Metrics counts sealed, opened and rejected states; nil logs through
-	// slog.Default(). It names each target by its Request.Label, so that
-	// what a client writes into a request never becomes a metric label or
-	// a log field of its choosing.
+	// slog.Default() (SlogMetrics). Setting it replaces that log: use
+	// TeeMetrics to keep it beside another sink. It names each target by
+	// its Request.Label, so that what a client writes into a request
+	// never becomes a metric label or a log field of its choosing.
 	Metrics Metrics
 	// Args bounds the arguments a state is bound to; the zero value means
 	// seal.DefaultMaxArgsBytes and seal.DefaultMaxArgsDepth. Arguments past

@@ -17,8 +17,18 @@
 //	replays.blocked   counter    method, target: single-use states refused as used
 //	operation.duration histogram op (seal, open), seconds: digest and single-use check included
 //	keyset.reloads    counter    result (ok, error)
-//	keyset.primary_key_id gauge  the key that seals now
+//	keyset.primary_key_id gauge  key_id: the key that seals now
 //	keyset.version    gauge      the version loaded
+//
+// A key id is shown as logs, sealctl and keysets show it: eight lower-case
+// hex digits (keyring.FormatID), in the primary_key_id gauge's key_id
+// attribute. The gauge's value is the same id as a number, for alerting
+// on a change; printf "%08x" turns it into the same text.
+//
+// Setting these metrics as mrtr.Options.Metrics replaces the default
+// rejection log (mrtr.SlogMetrics). To keep both, tee them:
+//
+//	o := mrtr.Options{Audience: aud, Metrics: mrtr.TeeMetrics(m, mrtr.SlogMetrics(nil))}
 package otelmetrics
 
 import (
@@ -119,7 +129,7 @@ func (m *Metrics) ObserveLoader(l *keyset.Loader, ring *keyring.Ring) error {
 		}
 	}
 	primary, err := m.meter.Int64ObservableGauge("stateseal.keyset.primary_key_id",
-		metric.WithDescription("the id of the key that seals now"))
+		metric.WithDescription("the id of the key that seals now; attribute key_id: the same id as 8 lower-case hex digits, as logs and sealctl show it"))
 	if err != nil {
 		return err
 	}
@@ -132,7 +142,7 @@ func (m *Metrics) ObserveLoader(l *keyset.Loader, ring *keyring.Ring) error {
 		snap := ring.Current()
 		o.ObserveInt64(version, int64(snap.Version()))
 		if k, err := snap.Primary(time.Now()); err == nil {
-			o.ObserveInt64(primary, int64(k.ID))
+			o.ObserveInt64(primary, int64(k.ID), metric.WithAttributes(attribute.String("key_id", keyring.FormatID(k.ID))))
 		}
 		return nil
 	}, primary, version)

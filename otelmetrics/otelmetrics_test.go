@@ -1,9 +1,11 @@
 package otelmetrics_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -71,6 +73,7 @@ func TestMetrics(t *testing.T) {
 	}
 	got := map[string]int64{}
 	var durations uint64
+	var keyID string
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
 			switch d := mt.Data.(type) {
@@ -88,6 +91,9 @@ func TestMetrics(t *testing.T) {
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
 					got[mt.Name] = p.Value
+					if v, ok := p.Attributes.Value("key_id"); ok {
+						keyID = v.AsString()
+					}
 				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
@@ -114,5 +120,66 @@ func TestMetrics(t *testing.T) {
 	}
 	if durations != 4 { // one seal, three opens
 		t.Errorf("%d durations recorded, want 4", durations)
+	}
+	// The key id in the form logs and sealctl show.
+	if keyID != keyring.FormatID(res.Key) {
+		t.Errorf("primary_key_id's key_id = %q, want %q", keyID, keyring.FormatID(res.Key))
+	}
+}
+
+// TestTeeWithLog: OpenTelemetry and the rejection log at once, through
+// mrtr.TeeMetrics: every rejection is counted, logged (at the log's own
+// rate), and every seal and open timed.
+func TestTeeWithLog(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	tee := mrtr.TeeMetrics(m, mrtr.SlogMetrics(slog.New(slog.NewTextHandler(&logged, nil))))
+	if _, ok := tee.(mrtr.LatencyMetrics); !ok {
+		t.Fatal("the tee of a LatencyMetrics does not time")
+	}
+	ring, _ := keyring.Generate(keyring.AEAD)
+	s, _ := seal.New(ring, nil)
+	ms, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: tee})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "book", Principal: "p", Label: "book"}
+	tok, _ := ms.Seal(r, "s")
+	if _, err := ms.Open(ctx, r, tok); err != nil {
+		t.Fatal(err)
+	}
+	ms.Open(ctx, r, tok+"AAA") // invalid
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	var rejected int64
+	var durations uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			switch d := mt.Data.(type) {
+			case metricdata.Sum[int64]:
+				if mt.Name == "stateseal.states.rejected" {
+					for _, p := range d.DataPoints {
+						rejected += p.Value
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					durations += p.Count
+				}
+			}
+		}
+	}
+	if rejected != 1 || durations != 3 {
+		t.Errorf("OpenTelemetry: %d rejected, %d durations; want 1 and 3", rejected, durations)
+	}
+	if l := logged.String(); !strings.Contains(l, `msg="stateseal: requestState rejected" method=tools/call target=book reason=invalid`) {
+		t.Errorf("log: %q", l)
 	}
 }

@@ -111,6 +111,11 @@ type Result struct {
 	Keyset   *keyset.Keyset // as written
 	Key      uint32         // the key the operation was about, if any
 	Warnings []string       // things an operator should know; the edit was made
+	// OldPolicy is, for SetPolicy, the policy the edit replaced.
+	OldPolicy keyring.Policy
+	// Replaced is, for Import, the version it wrote over; 0 for a
+	// location that held no keyset.
+	Replaced uint64
 
 	signer backends.KEK // set by Rewrap: the KEK the edited keyset is under
 }

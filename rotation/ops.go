@@ -291,3 +291,118 @@ func DefaultKEK(location string, o *Options) string {
 	}
 	return keyset.DefaultFileKEK
 }
+
+// PolicyChange names the policy values SetPolicy changes; a nil field
+// keeps its value. A nil *PolicyChange changes nothing.
+type PolicyChange struct {
+	PropagationDelay, MaxTTL, Skew, RotationInterval, Freshness *time.Duration
+	// Force lowers the maximum TTL or the skew even though instances then
+	// refuse tokens already sealed under the old values (SetPolicy says
+	// which, and until when).
+	Force bool
+}
+
+// errUnchanged stops an edit that would change nothing.
+var errUnchanged = errors.New("rotation: policy unchanged")
+
+// SetPolicy changes the keyset's policy, compare-and-swap and
+// authenticated like every edit. The new policy must be valid
+// (keyring.Policy.Validate). Lowering the maximum TTL or the skew is
+// refused without pc.Force: tokens sealed before every instance loads the
+// new version may carry a longer lifetime, or rely on the wider skew, and
+// instances that have loaded it refuse them until they would have
+// expired (the error names that moment). Raising the maximum TTL, or
+// lowering the propagation delay, goes through with a warning. A change
+// to the values the keyset already has writes nothing, and says so in a
+// warning. Result.OldPolicy is the policy replaced.
+func SetPolicy(ctx context.Context, location string, pc *PolicyChange, o *Options) (Result, error) {
+	if pc == nil {
+		pc = &PolicyChange{}
+	}
+	now := o.now()
+	var same *keyset.Keyset
+	res, err := editRetry(ctx, location, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
+		old := ks.Policy
+		p := old
+		for _, c := range []struct {
+			v   *time.Duration
+			dst *time.Duration
+		}{{pc.PropagationDelay, &p.PropagationDelay}, {pc.MaxTTL, &p.MaxTTL}, {pc.Skew, &p.Skew},
+			{pc.RotationInterval, &p.RotationInterval}, {pc.Freshness, &p.Freshness}} {
+			if c.v != nil {
+				*c.dst = *c.v
+			}
+		}
+		if err := p.Validate(); err != nil {
+			return Result{}, fmt.Errorf("rotation: keyset %s: %w", ks.ID, err)
+		}
+		if p == old {
+			same = ks.Clone()
+			return Result{}, errUnchanged
+		}
+		res := Result{OldPolicy: old}
+		w, err := policyRisks(old, p, now, pc.Force)
+		if err != nil {
+			return Result{}, fmt.Errorf("rotation: keyset %s: %w", ks.ID, err)
+		}
+		res.Warnings = w
+		ks.Policy = p
+		return res, nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return Result{Keyset: same, OldPolicy: same.Policy, Warnings: []string{"the policy already has these values; nothing written"}}, nil
+	}
+	if err == nil {
+		o.logger().Info("stateseal keyset policy changed", "store", stores.Redact(location), "keyset", res.Keyset.ID,
+			"version", res.Keyset.Version, "old", fmt.Sprintf("%+v", res.OldPolicy), "new", fmt.Sprintf("%+v", res.Keyset.Policy))
+	}
+	return res, err
+}
+
+// policyRisks returns what a change from old to p costs tokens in flight:
+// an error for what force must confirm, warnings for the rest.
+func policyRisks(old, p keyring.Policy, now time.Time, force bool) ([]string, error) {
+	// Until every instance has loaded the new version (within the larger
+	// propagation delay), some still seal under the old values; their
+	// tokens are accepted by the old rules until they expire.
+	until := now.Add(max(old.PropagationDelay, p.PropagationDelay) + old.MaxTTL + old.Skew).Format(time.RFC3339)
+	var lowered, warnings []string
+	if p.MaxTTL < old.MaxTTL {
+		lowered = append(lowered, fmt.Sprintf(
+			"lowering the maximum TTL from %s to %s makes every instance that loads this version refuse, as invalid, tokens already sealed "+
+				"with a lifetime over %s (Open refuses a longer claim), until %s (every instance reloaded within the propagation delay, "+
+				"plus the old maximum TTL and skew); their clients start the request again. To break nothing, first make every server "+
+				"seal shorter tokens (seal.Options.MaxTTL %s), wait out the old maximum TTL, then lower it",
+			old.MaxTTL, p.MaxTTL, p.MaxTTL, until, p.MaxTTL))
+	}
+	if p.Skew < old.Skew {
+		lowered = append(lowered, fmt.Sprintf(
+			"lowering the skew from %s to %s makes every instance that loads this version refuse tokens issued more than %s ahead of its clock, "+
+				"or more than %s past their expiry, which %s allowed: tokens in flight lose up to %s of grace until %s, and tokens from an "+
+				"instance whose clock runs more than %s ahead are refused for as long as it does",
+			old.Skew, p.Skew, p.Skew, p.Skew, old.Skew, old.Skew-p.Skew, until, p.Skew))
+	}
+	if len(lowered) > 0 {
+		if !force {
+			return nil, fmt.Errorf("not changing the policy: %s (force to do it anyway)", strings.Join(lowered, "; "))
+		}
+		for _, l := range lowered {
+			warnings = append(warnings, "forced: "+l)
+		}
+	}
+	if p.MaxTTL > old.MaxTTL {
+		warnings = append(warnings, fmt.Sprintf(
+			"instances that have not loaded this version yet refuse tokens with a lifetime over %s, which those that have may seal: "+
+				"for up to the propagation delay (%s)", old.MaxTTL, old.PropagationDelay))
+	}
+	if p.PropagationDelay < old.PropagationDelay {
+		warnings = append(warnings, fmt.Sprintf(
+			"rotations from now on activate %s after they are made: every instance must reload the keyset within that, poll interval included",
+			p.PropagationDelay))
+	}
+	if p.Freshness == 0 && old.Freshness != 0 {
+		warnings = append(warnings, "freshness 0 turns the rollback bound off: a fresh instance then loads any older authentic copy of the keyset "+
+			"unless its configuration sets a minimum version (docs/KEYSET.md, \"Trust\")")
+	}
+	return warnings, nil
+}

@@ -1,7 +1,9 @@
 // Command sealctl is the operator's tool for stateseal: it creates keysets,
 // rotates, promotes, demotes, retires and prunes keys, rewraps them under a
-// new KEK, verifies that every key unwraps, and seals, opens and inspects
-// tokens for debugging. docs/ROTATION.md is the runbook.
+// new KEK, changes the policy, verifies that every key unwraps, exports,
+// imports and copies keysets between stores (backups and moves), and
+// seals, opens and inspects tokens for debugging. docs/ROTATION.md is the
+// runbook.
 //
 // Exit status: 0 on success, 1 when the operation failed, 2 on a usage
 // error.
@@ -74,7 +76,8 @@ $STATESEAL_KEYSET and $STATESEAL_KEK, point elsewhere.`,
 	p := new(paths)
 	p.register(root)
 	root.AddCommand(newInit(p), newRotate(p), newList(p), newPromote(p), newDemote(p),
-		newRetire(p), newPrune(p), newRewrap(p), newRefresh(p), newUpgrade(p), newVerify(p),
+		newRetire(p), newPrune(p), newRewrap(p), newRefresh(p), newUpgrade(p), newVerify(p), newPolicy(p),
+		newExport(p), newImport(p), newCopy(p),
 		newKEK(), newInspect(), newSealCmd(p), newOpenCmd(p), newDemo())
 	return root
 }

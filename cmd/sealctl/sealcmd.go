@@ -97,10 +97,16 @@ func newSealCmd(p *paths) *cobra.Command {
 
 func newOpenCmd(p *paths) *cobra.Command {
 	var bf bindingFlags
+	var raw bool
 	cmd := &cobra.Command{
-		Use:   "open TOKEN",
-		Short: "Verify a token under a binding and print its payload (for debugging)",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:   "open [--raw] TOKEN",
+		Short: "Verify a token under a binding and print its payload and a newline (for debugging)",
+		Long: `open verifies a token under the binding its flags give and prints the
+payload followed by a newline, so that a shell prompt or the next line of
+output does not run into it. --raw writes the payload's bytes exactly as
+sealed, nothing added: for a payload that is not text, or to compare it
+with a file.`,
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			b, err := bf.binding()
 			if err != nil {
@@ -114,10 +120,14 @@ func newOpenCmd(p *paths) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%w: %v (a client is told %q)", errOpen, err, seal.Reason(err))
 			}
+			if !raw {
+				payload = append(payload, '\n')
+			}
 			_, err = cmd.OutOrStdout().Write(payload)
 			return err
 		},
 	}
 	bf.register(cmd)
+	cmd.Flags().BoolVar(&raw, "raw", false, "write the payload exactly, without the newline after it")
 	return cmd
 }

@@ -1,0 +1,208 @@
+package rotation
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/keyset"
+	"github.com/stateseal/stateseal/stores"
+)
+
+// Export returns the keyset document at location exactly as the store
+// holds it, with the keyset parsed from it, after checking it as an
+// editor does: a KEK o trusts, the pinned id, the minimum version, and
+// its authentication under the KEK. An expired keyset is exported too
+// (a backup of what is there); the caller can tell from ks.Expires. The
+// document stays authenticated, so a copy put back (Import) verifies.
+func Export(ctx context.Context, location string, o *Options) ([]byte, *keyset.Keyset, error) {
+	lo := o.loadOptions()
+	s, err := keyset.OpenStore(ctx, location, lo)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, _, err := s.Read(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rotation: %w", err)
+	}
+	ks, err := keyset.Parse(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, s)
+	}
+	kek, err := verifyFor(ctx, ks, location, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeKEK(kek)
+	return data, ks, nil
+}
+
+// verifyFor checks ks as a loader of location configured like o would,
+// freshness aside, and its authentication under the KEK o trusts, opened
+// as location's loader opens it. It returns that KEK, for the caller to
+// close.
+func verifyFor(ctx context.Context, ks *keyset.Keyset, location string, o *Options) (backends.KEK, error) {
+	stale := Options{}
+	if o != nil {
+		stale = *o
+	}
+	stale.AllowStale = true
+	if err := stale.check(ks, location); err != nil {
+		return nil, err
+	}
+	kek, err := keyset.OpenKEK(ctx, ks, location, o.loadOptions())
+	if err != nil {
+		return nil, fmt.Errorf("rotation: keyset %s for %s: %w", ks.ID, stores.Redact(location), err)
+	}
+	if err := ks.Verify(ctx, kek); err != nil {
+		closeKEK(kek)
+		return nil, fmt.Errorf("rotation: %w (for %s)", err, stores.Redact(location))
+	}
+	return kek, nil
+}
+
+// ImportOptions shape an import. A nil *ImportOptions means the zero
+// value: the document is written as it is.
+type ImportOptions struct {
+	// AsVersion, if set, writes the document's keys and policy at this
+	// version instead of its own, authenticated again under the KEK with a
+	// new expiry: for a backup older than a version the fleet has seen,
+	// which running instances refuse at its own version. It must exceed
+	// the document's version and the location's.
+	AsVersion uint64
+	// Check, if set, is called with the keyset about to be written, once
+	// it has authenticated and the location's keyset allows it; an error
+	// stops the import. sealctl checks its
+	// record of the versions it has seen here.
+	Check func(*keyset.Keyset) error
+}
+
+// Import writes the keyset document data into location: into a location
+// that holds no keyset, or over an older version of the same keyset,
+// compare-and-swap on the revision it read, so a writer that got there
+// first makes it fail with keyset.ErrConflict. Before writing, the
+// document is checked as a loader of location configured like o would
+// (trusted KEK, pinned id, minimum version; an expired one is written
+// with a warning) and authenticated under the KEK. It refuses a location
+// holding another keyset (keyset.ErrOtherKeyset), a newer version
+// (keyset.ErrRollback: running instances never go back), or another
+// document at the same version (keyset.ErrFork); the same document at
+// the same version writes nothing. A document under a relative local KEK
+// cannot go into a store, which has no directory to resolve it against.
+func Import(ctx context.Context, location string, data []byte, iop *ImportOptions, o *Options) (Result, error) {
+	if len(data) > stores.MaxSize {
+		return Result{}, stores.TooLarge("the document", int64(len(data)))
+	}
+	ks, err := keyset.Parse(data)
+	if err != nil {
+		return Result{}, err
+	}
+	if rel := relativeLocalKEK(ks.KEK); rel != "" && stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
+		return Result{}, fmt.Errorf("rotation: keyset %s is under the relative local KEK %s, which a keyset in a store cannot use (a store has no directory "+
+			"to find %s in): rewrap it first to an absolute path (local:/etc/stateseal/kek), local://env/NAME or a KMS (sealctl rewrap --to URL), then move it",
+			ks.ID, backends.Redact(ks.KEK), rel)
+	}
+	kek, err := verifyFor(ctx, ks, location, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeKEK(kek)
+	var res Result
+	if iop != nil && iop.AsVersion != 0 {
+		if iop.AsVersion <= ks.Version {
+			return Result{}, fmt.Errorf("rotation: keyset %s is at version %d; writing it as version %d would not move it forward", ks.ID, ks.Version, iop.AsVersion)
+		}
+		from := ks.Version
+		ks = ks.Clone()
+		ks.Version = iop.AsVersion
+		ks.Refresh(o.now())
+		if err := ks.Authenticate(ctx, kek); err != nil {
+			return Result{}, err
+		}
+		if data, err = ks.Marshal(); err != nil {
+			return Result{}, err
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("version %d written as version %d: keys retired or removed since that copy are back as they were in it, "+
+			"and keys added since are gone, with the tokens they sealed", from, iop.AsVersion))
+	}
+	if !ks.Expires.IsZero() && !o.now().Before(ks.Expires) {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("keyset %s version %d expired at %s: fresh instances refuse it until it is rewritten; "+
+			"once sure it is the newest copy, run sealctl refresh --stale", ks.ID, ks.Version, ks.Expires.Format(time.RFC3339)))
+	}
+	s, err := keyset.OpenStore(ctx, location, o.loadOptions())
+	if err != nil {
+		return Result{}, err
+	}
+	old, rev, err := s.Read(ctx)
+	var cur *keyset.Keyset
+	switch {
+	case errors.Is(err, stores.ErrNotFound):
+		rev = ""
+	case err != nil:
+		return Result{}, fmt.Errorf("rotation: %w", err)
+	default:
+		if cur, err = keyset.Parse(old); err != nil {
+			return Result{}, fmt.Errorf("rotation: %s holds no readable keyset (%w): import writes only where there is no keyset, or over an older version of "+
+				"the same one; keep a copy of what is there and delete it first", s, err)
+		}
+	}
+	switch {
+	case cur == nil:
+	case cur.ID != ks.ID:
+		return Result{}, fmt.Errorf("%w: %s holds keyset %s, not %s: import never puts one keyset in the place of another, which would split a fleet "+
+			"pinned to the first; use another location, or delete the keyset there deliberately first", keyset.ErrOtherKeyset, s, cur.ID, ks.ID)
+	case ks.Version < cur.Version:
+		return Result{}, fmt.Errorf("%w: %s holds keyset %s at version %d, and the document is version %d: running instances never go back to a "+
+			"lower version, so it would only stop them following the keyset. Edit the current keyset instead, or, to bring this copy's keys "+
+			"back on purpose, import it at a version above %d (sealctl import --as-version; docs/ROTATION.md, \"Backups and restores\")",
+			keyset.ErrRollback, s, cur.ID, cur.Version, ks.Version, cur.Version)
+	case ks.Version == cur.Version && sameDocument(cur, ks):
+		res.Keyset, res.Replaced = cur, cur.Version
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s holds this document already (keyset %s version %d); nothing written", s, ks.ID, ks.Version))
+		return res, nil
+	case ks.Version == cur.Version:
+		return Result{}, fmt.Errorf("%w: %s holds another document as keyset %s version %d: instances that loaded one refuse the other. "+
+			"Import only a newer version (sealctl import --as-version, above %d)", keyset.ErrFork, s, ks.ID, ks.Version, cur.Version)
+	default:
+		res.Replaced = cur.Version
+	}
+	if iop != nil && iop.Check != nil {
+		if err := iop.Check(ks); err != nil {
+			return Result{}, err
+		}
+	}
+	if _, err := s.Write(ctx, data, rev); err != nil {
+		return Result{}, fmt.Errorf("rotation: %w", err)
+	}
+	res.Keyset = ks
+	o.logger().Info("stateseal keyset imported", "store", stores.Redact(location), "keyset", ks.ID, "version", ks.Version, "replaced", res.Replaced)
+	return res, nil
+}
+
+// sameDocument reports whether a and b say the same thing, authentication
+// included.
+func sameDocument(a, b *keyset.Keyset) bool {
+	da, err1 := a.Marshal()
+	db, err2 := b.Marshal()
+	return err1 == nil && err2 == nil && bytes.Equal(da, db)
+}
+
+// relativeLocalKEK returns the file a local KEK identity names if it is
+// relative, else "".
+func relativeLocalKEK(kek string) string {
+	u, err := url.Parse(kek)
+	if err != nil || u.Scheme != "local" {
+		return ""
+	}
+	p, env, err := backends.LocalSource(u, "")
+	if err != nil || env != "" || filepath.IsAbs(p) {
+		return ""
+	}
+	return p
+}
