@@ -56,7 +56,7 @@ func verifyFor(ctx context.Context, ks *keyset.Keyset, location string, o *Optio
 	if err := stale.check(ks, location); err != nil {
 		return nil, err
 	}
-	kek, err := keyset.OpenKEK(ctx, ks, location, o.loadOptions())
+	kek, err := keyset.OpenKEK(ctx, location, ks.KEK, o.loadOptions())
 	if err != nil {
 		return nil, fmt.Errorf("rotation: keyset %s for %s: %w", ks.ID, stores.Redact(location), err)
 	}
