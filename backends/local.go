@@ -29,7 +29,11 @@ import (
 // names where the key is, never the key: local:stateseal-kek-v1:... (the
 // key itself after "local:", which a keyset would then store in the clear)
 // is refused, and the error does not repeat it.
-func init() { Default.Register("local", openLocal) }
+func init() { Default.Register(LocalScheme, openLocal) }
+
+// LocalScheme is the URL scheme of the local backend, always registered
+// in Default.
+const LocalScheme = "local"
 
 const localPrefix = "stateseal-kek-v1:"
 
@@ -38,13 +42,19 @@ const localVersion = 1
 
 type localKEK struct{ aead cipher.AEAD }
 
-var _ io.Closer = (*localKEK)(nil)
+var (
+	_ KEK       = (*localKEK)(nil)
+	_ io.Closer = (*localKEK)(nil)
+)
 
 // Close does nothing: a local KEK holds no connection. It is there so that
 // callers close every KEK alike.
 func (k *localKEK) Close() error { return nil }
 
-func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
+func openLocal(_ context.Context, u *url.URL, o *OpenOptions) (KEK, error) {
+	if o == nil {
+		o = new(OpenOptions)
+	}
 	path, env, err := LocalSource(u, o.Dir)
 	if err != nil {
 		return nil, err
@@ -127,14 +137,22 @@ func parseLocalKey(s string) ([]byte, error) {
 	return key, nil
 }
 
-func (k *localKEK) Wrap(_ context.Context, plaintext, ad []byte) ([]byte, error) {
+// Wrap and Unwrap make no call, but honour a done context as every KEK
+// does, so that callers see one behaviour whatever the backend.
+func (k *localKEK) Wrap(ctx context.Context, plaintext, ad []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	out := make([]byte, 1+chacha20poly1305.NonceSizeX, 1+chacha20poly1305.NonceSizeX+len(plaintext)+k.aead.Overhead())
 	out[0] = localVersion
 	rand.Read(out[1:])
 	return k.aead.Seal(out, out[1:], plaintext, ad), nil
 }
 
-func (k *localKEK) Unwrap(_ context.Context, wrapped, ad []byte) ([]byte, error) {
+func (k *localKEK) Unwrap(ctx context.Context, wrapped, ad []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if len(wrapped) < 1+chacha20poly1305.NonceSizeX+k.aead.Overhead() || wrapped[0] != localVersion {
 		return nil, ErrUnwrap
 	}

@@ -15,7 +15,7 @@ func TestOpenNeverEchoesKey(t *testing.T) {
 	key := NewLocalKey()
 	secret := key[strings.Index(key, ":")+1:]
 	for _, raw := range []string{key, key + "\n", secret, "bogus:" + secret, "%zz" + secret} {
-		_, err := Open(context.Background(), raw)
+		_, err := Open(context.Background(), raw, nil)
 		if err == nil {
 			t.Fatalf("Open(%q) succeeded", raw)
 		}
@@ -23,7 +23,7 @@ func TestOpenNeverEchoesKey(t *testing.T) {
 			t.Errorf("the error repeats the key: %v", err)
 		}
 	}
-	_, err := Open(context.Background(), key)
+	_, err := Open(context.Background(), key, nil)
 	if err == nil || !strings.Contains(err.Error(), "local://env/NAME") {
 		t.Errorf("the error does not say how to pass a key: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestLocalKeyValueRefused(t *testing.T) {
 	dir := t.TempDir()
 	for _, raw := range []string{"local:" + key, "local:" + key + "\n", "local:" + secret, "local:/keys/" + secret,
 		"local:" + strings.Replace(key, ":", "%3A", 1), "local://env/" + key, "local:///" + key} {
-		if _, err := Open(context.Background(), raw, RelativeTo(dir)); err == nil {
+		if _, err := Open(context.Background(), raw, &OpenOptions{Dir: dir}); err == nil {
 			t.Errorf("Open(%s) succeeded", Redact(raw))
 		} else if strings.Contains(err.Error(), secret[:16]) {
 			t.Errorf("Open's error repeats the key: %v", err)
@@ -97,7 +97,7 @@ func TestLocalKeyValueRefused(t *testing.T) {
 			t.Errorf("Redact = %q, want %q", got, want)
 		}
 	}
-	if _, err := Open(context.Background(), "local:stateseal-kek-prod.kek", RelativeTo(dir)); err == nil || errors.Is(err, errKeyValue) {
+	if _, err := Open(context.Background(), "local:stateseal-kek-prod.kek", &OpenOptions{Dir: dir}); err == nil || errors.Is(err, errKeyValue) {
 		t.Errorf("a file named stateseal-kek-prod.kek: %v, want file not found", err)
 	}
 }

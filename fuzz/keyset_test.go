@@ -63,7 +63,7 @@ func FuzzKEKURL(f *testing.F) {
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, raw string) {
-		backends.Open(context.Background(), raw, backends.RelativeTo(dir)) // must not panic
+		backends.Open(context.Background(), raw, &backends.OpenOptions{Dir: dir}) // must not panic
 		u, err := url.Parse(raw)
 		if err != nil || u.Scheme != "local" {
 			return
@@ -101,7 +101,7 @@ func FuzzRedactKey(f *testing.F) {
 			if r := backends.Redact(in); strings.Contains(r, secret) {
 				t.Fatalf("Redact(%q) = %q shows the key", in, r)
 			}
-			if _, err := backends.Open(context.Background(), in); err != nil && strings.Contains(err.Error(), secret) {
+			if _, err := backends.Open(context.Background(), in, nil); err != nil && strings.Contains(err.Error(), secret) {
 				t.Fatalf("Open's error shows the key: %v", err)
 			}
 			if _, err := backends.Identity(in); err != nil && strings.Contains(err.Error(), secret) {

@@ -85,14 +85,14 @@ func openKEKURL(ctx context.Context, url, location string, o *LoadOptions) (back
 	return reg.Open(ctx, url, kekDir(location))
 }
 
-func kekDir(location string) backends.OpenOption {
+func kekDir(location string) *backends.OpenOptions {
 	if stores.IsURL(location) {
 		if path, ok := strings.CutPrefix(location, "file://"); ok {
-			return backends.RelativeTo(keysetDir(path))
+			return &backends.OpenOptions{Dir: keysetDir(path)}
 		}
-		return backends.AbsoluteOnly()
+		return &backends.OpenOptions{AbsoluteOnly: true}
 	}
-	return backends.RelativeTo(keysetDir(location))
+	return &backends.OpenOptions{Dir: keysetDir(location)}
 }
 
 // OpenStore opens the store at location with o's registry.

@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/backends/awskms"
 //
-//	kek, err := backends.Open(ctx, "awskms://alias/stateseal?region=eu-west-1")
+//	kek, err := backends.Open(ctx, "awskms://alias/stateseal?region=eu-west-1", nil)
 //
 // URL forms: awskms://KEY?region=R&endpoint=E, where KEY is a key id
 // (awskms://1234abcd-12ab-34cd-56ef-1234567890ab), an alias
@@ -51,7 +51,7 @@ func init() { backends.Default.Register(Scheme, Opener(nil)) }
 // Opener returns an opener for awskms URLs whose clients send requests
 // through hc (nil: the SDK's default client). Tests use it to count calls.
 func Opener(hc *http.Client) backends.Opener {
-	return func(ctx context.Context, u *url.URL, _ backends.OpenOptions) (backends.KEK, error) {
+	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
 		return open(ctx, u, hc)
 	}
 }

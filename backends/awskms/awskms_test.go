@@ -84,7 +84,7 @@ func TestAlias(t *testing.T) {
 	if _, err := client(t, l).CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String("alias/stateseal"), TargetKeyId: aws.String(u.Host)}); err != nil {
 		t.Fatal(err)
 	}
-	k, err := backends.Open(ctx, keyURL(l, "alias/stateseal"))
+	k, err := backends.Open(ctx, keyURL(l, "alias/stateseal"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestAlias(t *testing.T) {
 
 func TestURLs(t *testing.T) {
 	for _, bad := range []string{"awskms://", "awskms://k?colour=red"} {
-		if _, err := backends.Open(context.Background(), bad); err == nil {
+		if _, err := backends.Open(context.Background(), bad, nil); err == nil {
 			t.Errorf("Open(%q) succeeded", bad)
 		}
 	}

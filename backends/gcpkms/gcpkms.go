@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/backends/gcpkms"
 //
-//	kek, err := backends.Open(ctx, "gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K")
+//	kek, err := backends.Open(ctx, "gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K", nil)
 //
 // The URL is the crypto key's resource name after "gcpkms://". Encrypt
 // uses the key's primary version; Decrypt finds the version in the
@@ -56,7 +56,7 @@ func init() { backends.Default.Register(Scheme, Opener()) }
 // Opener returns an opener for gcpkms URLs whose clients get opts after
 // the ones the URL implies.
 func Opener(opts ...option.ClientOption) backends.Opener {
-	return func(ctx context.Context, u *url.URL, _ backends.OpenOptions) (backends.KEK, error) {
+	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
 		return open(ctx, u, opts)
 	}
 }

@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 func TestChecksums(t *testing.T) {
 	g := testservers.StartGCPKMS(t)
 	ctx := context.Background()
-	k, err := backends.Open(ctx, keyURL(g.Addr, g.NewKey("ring", "crc")))
+	k, err := backends.Open(ctx, keyURL(g.Addr, g.NewKey("ring", "crc")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestURLs(t *testing.T) {
 		"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k?colour=red",
 		"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k?endpoint=kms.example.com:443&insecure=1",
 	} {
-		if _, err := backends.Open(context.Background(), bad); err == nil {
+		if _, err := backends.Open(context.Background(), bad, nil); err == nil {
 			t.Errorf("Open(%q) succeeded", bad)
 		}
 	}

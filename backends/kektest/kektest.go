@@ -39,7 +39,7 @@ func Run(t *testing.T, h Harness) {
 	ctx := context.Background()
 	open := func(t *testing.T, url string) backends.KEK {
 		t.Helper()
-		k, err := h.Registry().Open(ctx, url)
+		k, err := h.Registry().Open(ctx, url, nil)
 		if err != nil {
 			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
 		}
@@ -123,7 +123,7 @@ func Run(t *testing.T, h Harness) {
 		c, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		start := time.Now()
-		k, err := h.Registry().Open(c, url)
+		k, err := h.Registry().Open(c, url, nil)
 		if err == nil {
 			_, err = k.Wrap(c, secret, ad)
 		}
@@ -210,7 +210,7 @@ func closeReleases(t *testing.T, h Harness, url string, secret, ad []byte) {
 		n = c.CloseCycles()
 	}
 	cycle := func() {
-		k, err := h.Registry().Open(ctx, url)
+		k, err := h.Registry().Open(ctx, url, nil)
 		if err != nil {
 			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
 		}

@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/backends/vault"
 //
-//	kek, err := backends.Open(ctx, "vault://transit/keys/stateseal")
+//	kek, err := backends.Open(ctx, "vault://transit/keys/stateseal", nil)
 //
 // The URL is vault://MOUNT/keys/NAME: the transit mount (which may hold
 // slashes) and the key's name. The server and credentials come from the
@@ -52,7 +52,7 @@ func init() { backends.Default.Register(Scheme, Opener(nil)) }
 // Opener returns an opener for vault URLs whose clients send requests
 // through hc (nil: the Vault client's own). Tests use it to count calls.
 func Opener(hc *http.Client) backends.Opener {
-	return func(ctx context.Context, u *url.URL, _ backends.OpenOptions) (backends.KEK, error) {
+	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
 		return open(ctx, u, hc)
 	}
 }

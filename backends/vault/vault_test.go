@@ -90,7 +90,7 @@ path "transit/decrypt/%[1]s" { capabilities = ["update"] }
 path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 `, n)
 	h.appRole(t, policy, nil)
-	k, err := backends.Open(ctx, url)
+	k, err := backends.Open(ctx, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 	} else if _, _, err := g.GenerateKey(ctx, 32, []byte("ad")); err != nil {
 		t.Fatalf("GenerateKey under the policy: %v", err)
 	}
-	ko, err := backends.Open(ctx, other)
+	ko, err := backends.Open(ctx, other, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 		t.Fatalf("another key under the policy: %v, want 403", err)
 	}
 	t.Setenv("VAULT_SECRET_ID", "wrong")
-	if _, err := backends.Open(ctx, url); err == nil || !strings.Contains(err.Error(), "approle") {
+	if _, err := backends.Open(ctx, url, nil); err == nil || !strings.Contains(err.Error(), "approle") {
 		t.Fatalf("a wrong secret id: %v", err)
 	}
 }
@@ -192,7 +192,7 @@ path "transit/decrypt/%[1]s" { capabilities = ["update"] }
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	const cycles = 200
 	for range cycles {
-		k, err := reg.Open(ctx, url)
+		k, err := reg.Open(ctx, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +225,7 @@ func TestAppRoleLogsInAgain(t *testing.T) {
 `, n), map[string]any{"token_ttl": "3s", "token_max_ttl": "3s"})
 	defer vault.SetRelogin403(0)()
 	c := new(counter)
-	k, err := counted(c).Open(ctx, url)
+	k, err := counted(c).Open(ctx, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestAppRoleLogsInAgain(t *testing.T) {
 
 func TestURLs(t *testing.T) {
 	for _, bad := range []string{"vault://transit", "vault://transit/keys/", "vault://transit/keys/a/b", "vault://transit/keys/a?x=1"} {
-		if _, err := backends.Open(context.Background(), bad); err == nil {
+		if _, err := backends.Open(context.Background(), bad, nil); err == nil {
 			t.Errorf("Open(%q) succeeded", bad)
 		}
 	}
