@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/internal/schemes"
 )
 
@@ -75,22 +76,23 @@ func (r *Registry) Register(scheme string, o Opener) { r.m.Register("backends", 
 // Schemes lists the registered schemes, sorted.
 func (r *Registry) Schemes() []string { return r.m.Schemes() }
 
-// Open opens the KEK named by rawURL. Its errors show the URL only as
-// Redact does: a key value passed where a URL belongs is never echoed.
+// Open opens the KEK named by rawURL; o may be nil. Its errors show the
+// URL redacted (credentials hidden), and a key value passed where a URL
+// belongs is never echoed.
 func (r *Registry) Open(ctx context.Context, rawURL string, o *OpenOptions) (KEK, error) {
-	if looksLikeKey(rawURL) {
-		return nil, errKeyValue
+	if redact.LooksLikeKey(rawURL) {
+		return nil, redact.ErrKeyValue
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("backends: KEK URL %s does not parse", Redact(rawURL))
+		return nil, fmt.Errorf("backends: KEK URL %s does not parse", redact.URL(rawURL))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("backends: KEK URL %s has no scheme (registered: %s)", Redact(rawURL), strings.Join(r.Schemes(), ", "))
+		return nil, fmt.Errorf("backends: KEK URL %s has no scheme (registered: %s)", redact.URL(rawURL), strings.Join(r.Schemes(), ", "))
 	}
 	open, ok := r.m.Lookup(u.Scheme)
 	if !ok {
-		return nil, fmt.Errorf("backends: KEK URL %s: no backend for scheme %q (registered: %s)", Redact(rawURL), u.Scheme, strings.Join(r.Schemes(), ", "))
+		return nil, fmt.Errorf("backends: KEK URL %s: no backend for scheme %q (registered: %s)", redact.URL(rawURL), u.Scheme, strings.Join(r.Schemes(), ", "))
 	}
 	return open(ctx, u, o)
 }

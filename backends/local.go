@@ -14,6 +14,9 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/stateseal/stateseal/internal/localkek"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // The local backend keeps a 32-byte KEK in a file or an environment
@@ -55,12 +58,12 @@ func openLocal(_ context.Context, u *url.URL, o *OpenOptions) (KEK, error) {
 	if o == nil {
 		o = new(OpenOptions)
 	}
-	path, env, err := LocalSource(u, o.Dir)
+	path, env, err := localkek.Source(u, o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	if env == "" && o.AbsoluteOnly && !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("backends: local KEK URL %s: a keyset outside a file needs an absolute path or local://env/VARIABLE", Redact(u.String()))
+		return nil, fmt.Errorf("backends: local KEK URL %s: a keyset outside a file needs an absolute path or local://env/VARIABLE", redact.URL(u.String()))
 	}
 	var text string
 	if env != "" {
@@ -89,40 +92,6 @@ func openLocal(_ context.Context, u *url.URL, o *OpenOptions) (KEK, error) {
 		return nil, err
 	}
 	return &localKEK{aead: aead}, nil
-}
-
-// LocalSource returns the file path or the environment variable a local
-// URL names. A URL that holds a key value rather than naming one
-// (local:stateseal-kek-v1:..., or the bare key) is refused without
-// repeating it.
-func LocalSource(u *url.URL, dir string) (path, env string, err error) {
-	if raw := u.String(); looksLikeKey(raw) || replaceBareKeys(raw, "") != raw {
-		return "", "", errKeyValue
-	}
-	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", "", fmt.Errorf("backends: %s is not a local KEK URL (local:FILE or local://env/VARIABLE)", Redact(u.String()))
-	}
-	switch {
-	case u.Host == "env":
-		name := strings.TrimPrefix(u.Path, "/")
-		if name == "" || strings.ContainsAny(name, "/=") {
-			return "", "", fmt.Errorf("backends: local KEK URL %s: bad variable name", Redact(u.String()))
-		}
-		return "", name, nil
-	case u.Host != "":
-		return "", "", fmt.Errorf("backends: local KEK URL %s: unknown host %q (use local:FILE or local://env/VARIABLE)", Redact(u.String()), u.Host)
-	case u.Opaque != "":
-		path = u.Opaque
-	default:
-		path = u.Path
-	}
-	if path == "" {
-		return "", "", fmt.Errorf("backends: local KEK URL %s names no file", Redact(u.String()))
-	}
-	if !filepath.IsAbs(path) && dir != "" {
-		path = filepath.Join(dir, path)
-	}
-	return path, "", nil
 }
 
 func parseLocalKey(s string) ([]byte, error) {

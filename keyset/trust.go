@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -68,9 +69,9 @@ func matchKEK(ks *Keyset, trusted []string) (string, error) {
 		if id == ks.KEK {
 			return u, nil
 		}
-		names = append(names, backends.Redact(id))
+		names = append(names, redact.URL(id))
 	}
-	return "", fmt.Errorf("%w: keyset %s names %s; this instance trusts %s", ErrUntrustedKEK, ks.ID, backends.Redact(ks.KEK), strings.Join(names, " and "))
+	return "", fmt.Errorf("%w: keyset %s names %s; this instance trusts %s", ErrUntrustedKEK, ks.ID, redact.URL(ks.KEK), strings.Join(names, " and "))
 }
 
 // kekIdentity is a KEK URL without its transport settings: the form a

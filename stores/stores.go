@@ -19,7 +19,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/internal/schemes"
 )
 
@@ -85,13 +85,14 @@ func TooLarge(name string, n int64) error {
 
 // Redact returns location as it may appear in an error, a log or output:
 // a file path as is, a URL without its password, a lone user name (often a
-// token), credential-like query values or any key value
-// (backends.Redact). Every Store's String is redacted the same way.
+// token), credential-like query values or any local KEK value in it (as
+// KEK URLs are in this module's errors). Every Store's String is redacted
+// the same way.
 func Redact(location string) string {
 	if !IsURL(location) {
 		return location
 	}
-	return backends.Redact(location)
+	return redact.URL(location)
 }
 
 // An Opener opens the store a URL names.

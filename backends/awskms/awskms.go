@@ -41,6 +41,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -70,7 +71,7 @@ var _ io.Closer = (*KEK)(nil)
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	key := strings.TrimPrefix(u.Host+u.Path, "/")
-	name := backends.Redact(u.String())
+	name := redact.URL(u.String())
 	if key == "" {
 		return nil, fmt.Errorf("awskms: %s names no key (awskms://KEY-ID, awskms://alias/NAME or awskms:///ARN)", name)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/backends/awskms"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -144,7 +145,7 @@ func TestKMSUnreachable(t *testing.T) {
 	ks, _ := keyset.ReadFile(context.Background(), f.path)
 	f.tr.down.Store(true)
 	_, _, err := keyset.Load(ctx, f.path, &keyset.LoadOptions{KEK: f.kek, Backends: f.reg})
-	if err == nil || !strings.Contains(err.Error(), backends.Redact(ks.KEK)) || !errors.Is(err, errPartition) {
+	if err == nil || !strings.Contains(err.Error(), redact.URL(ks.KEK)) || !errors.Is(err, errPartition) {
 		t.Fatalf("load with the KMS unreachable: %v", err)
 	}
 	f.tr.down.Store(false)

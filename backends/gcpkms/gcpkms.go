@@ -46,6 +46,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -70,7 +71,7 @@ type KEK struct {
 
 func open(ctx context.Context, u *url.URL, extra []option.ClientOption) (*KEK, error) {
 	name := strings.TrimPrefix(u.Host+u.Path, "/")
-	redacted := backends.Redact(u.String())
+	redacted := redact.URL(u.String())
 	parts := strings.Split(name, "/")
 	if len(parts) != 8 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "keyRings" || parts[6] != "cryptoKeys" {
 		return nil, fmt.Errorf("gcpkms: %s is not gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K", redacted)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // A Harness gives the suite keys of one backend.
@@ -41,7 +42,7 @@ func Run(t *testing.T, h Harness) {
 		t.Helper()
 		k, err := h.Registry().Open(ctx, url, nil)
 		if err != nil {
-			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
+			t.Fatalf("Open(%s): %v", redact.URL(url), err)
 		}
 		t.Cleanup(func() { backends.Close(k) })
 		return k
@@ -130,8 +131,8 @@ func Run(t *testing.T, h Harness) {
 		if err == nil {
 			t.Fatal("Wrap against a stopped server succeeded")
 		}
-		if !strings.Contains(err.Error(), backends.Redact(url)) {
-			t.Errorf("the error does not name the URL %s: %v", backends.Redact(url), err)
+		if !strings.Contains(err.Error(), redact.URL(url)) {
+			t.Errorf("the error does not name the URL %s: %v", redact.URL(url), err)
 		}
 		if bytes.Contains([]byte(err.Error()), secret[:8]) {
 			t.Error("the error holds key material")
@@ -212,7 +213,7 @@ func closeReleases(t *testing.T, h Harness, url string, secret, ad []byte) {
 	cycle := func() {
 		k, err := h.Registry().Open(ctx, url, nil)
 		if err != nil {
-			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
+			t.Fatalf("Open(%s): %v", redact.URL(url), err)
 		}
 		w, err := k.Wrap(ctx, secret, ad)
 		if err != nil {

@@ -42,6 +42,7 @@ import (
 	"github.com/hashicorp/vault/api/auth/approle"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -103,7 +104,7 @@ func Client(ctx context.Context, hc *http.Client) (*api.Client, error) {
 }
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
-	redacted := backends.Redact(u.String())
+	redacted := redact.URL(u.String())
 	full := strings.Trim(u.Host+u.Path, "/")
 	mount, name, ok := strings.Cut(full, "/keys/")
 	if !ok || mount == "" || name == "" || strings.Contains(name, "/") || u.RawQuery != "" {

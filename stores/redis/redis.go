@@ -43,7 +43,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -86,7 +86,7 @@ func New(client goredis.UniversalClient, key string) *Store {
 }
 
 func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
-	name := backends.Redact(u.String())
+	name := stores.Redact(u.String())
 	q := u.Query()
 	key := q.Get("key")
 	if key == "" {
@@ -110,11 +110,11 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 func NewClient(rawURL string) (goredis.UniversalClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis: URL %s does not parse", backends.Redact(rawURL))
+		return nil, fmt.Errorf("redis: URL %s does not parse", redact.URL(rawURL))
 	}
 	o, err := options(u)
 	if err != nil {
-		return nil, fmt.Errorf("redis: %s: %w", backends.Redact(rawURL), err)
+		return nil, fmt.Errorf("redis: %s: %w", redact.URL(rawURL), err)
 	}
 	return goredis.NewUniversalClient(o), nil
 }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
@@ -186,8 +186,8 @@ func (e *env) testDown(ctx context.Context, t *testing.T) {
 	c, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	_, _, err := keyset.Load(c, loc, &keyset.LoadOptions{KEK: e.kek})
-	if err == nil || !strings.Contains(err.Error(), backends.Redact(loc)) {
-		t.Errorf("a load with the store down: %v, want an error naming %s", err, backends.Redact(loc))
+	if err == nil || !strings.Contains(err.Error(), redact.URL(loc)) {
+		t.Errorf("a load with the store down: %v, want an error naming %s", err, redact.URL(loc))
 	}
 	e.h.Start(t)
 	if _, err := rotation.Rotate(ctx, loc, nil, e.o); err != nil {

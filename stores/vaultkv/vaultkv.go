@@ -38,7 +38,6 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
-	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/backends/vault"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -150,7 +149,7 @@ func readBounded(r io.Reader, size int64) ([]byte, error) {
 }
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
-	name := backends.Redact(u.String())
+	name := stores.Redact(u.String())
 	full := strings.Trim(u.Host+u.Path, "/")
 	mount, path, ok := strings.Cut(full, "/")
 	if !ok || mount == "" || path == "" || u.RawQuery != "" {
