@@ -11,7 +11,7 @@
 // VAULT_NAMESPACE and VAULT_TOKEN; or, for AppRole, VAULT_ROLE_ID and
 // VAULT_SECRET_ID (with VAULT_APPROLE_MOUNT if the auth method is not
 // mounted at approle/). A process makes one client per configuration (a
-// [Session]), logged in once, that every KEK and vault-kv store with that
+// session), logged in once, that every KEK and vault-kv store with that
 // configuration shares: opening a KEK again makes no new client,
 // connection or login. A KEK's Close gives the session back.
 //
@@ -35,14 +35,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/hashicorp/vault/api"
-	"github.com/hashicorp/vault/api/auth/approle"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/redact"
+	"github.com/stateseal/stateseal/internal/vaultclient"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -60,48 +59,16 @@ func Opener(hc *http.Client) backends.Opener {
 
 // A KEK is a transit key.
 type KEK struct {
-	s           *Session
+	s           *vaultclient.Session
 	mount, name string
 	url         string // redacted, for errors
 }
 
 var _ io.Closer = (*KEK)(nil)
 
-// Close gives the KEK's session back (see Session.Close). The KEK is not
+// Close gives the KEK's share of the session back. The KEK is not
 // used after Close.
 func (k *KEK) Close() error { return k.s.Close() }
-
-// Client returns a new Vault client configured from the environment,
-// logged in with AppRole when VAULT_ROLE_ID is set. Each call makes a
-// client and logs in: KEKs and stores share a Session instead.
-func Client(ctx context.Context, hc *http.Client) (*api.Client, error) {
-	cfg := api.DefaultConfig() // VAULT_ADDR, VAULT_CACERT, ...
-	if cfg.Error != nil {
-		return nil, cfg.Error
-	}
-	if hc != nil {
-		cfg.HttpClient = hc
-	}
-	cfg.MaxRetries = 2
-	c, err := api.NewClient(cfg) // VAULT_TOKEN, VAULT_NAMESPACE
-	if err != nil {
-		return nil, err
-	}
-	if role := os.Getenv("VAULT_ROLE_ID"); role != "" {
-		var opts []approle.LoginOption
-		if m := os.Getenv("VAULT_APPROLE_MOUNT"); m != "" {
-			opts = append(opts, approle.WithMountPath(m))
-		}
-		auth, err := approle.NewAppRoleAuth(role, &approle.SecretID{FromEnv: "VAULT_SECRET_ID"}, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("approle: %w", err)
-		}
-		if _, err := c.Auth().Login(ctx, auth); err != nil {
-			return nil, fmt.Errorf("approle login: %w", err)
-		}
-	}
-	return c, nil
-}
 
 func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	redacted := redact.URL(u.String())
@@ -110,7 +77,7 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	if !ok || mount == "" || name == "" || strings.Contains(name, "/") || u.RawQuery != "" {
 		return nil, fmt.Errorf("vault: %s is not vault://MOUNT/keys/NAME", redacted)
 	}
-	sess, err := OpenSession(ctx, hc)
+	sess, err := vaultclient.Open(ctx, hc)
 	if err != nil {
 		return nil, fmt.Errorf("vault %s: %w", redacted, err)
 	}
@@ -192,7 +159,7 @@ func (k *KEK) decode(op string, s *api.Secret) ([]byte, error) {
 // failed" (or "invalid ciphertext"): that is backends.ErrUnwrap.
 func (k *KEK) fail(op string, err error) error {
 	var re *api.ResponseError
-	var le *LoginError
+	var le *vaultclient.LoginError
 	if errors.As(err, &le) {
 		return fmt.Errorf("vault %s: %s: %w", k.url, op, err)
 	}

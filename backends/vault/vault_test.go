@@ -18,6 +18,7 @@ import (
 	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/backends/vault"
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/internal/vaultclient"
 )
 
 type harness struct {
@@ -223,7 +224,7 @@ func TestAppRoleLogsInAgain(t *testing.T) {
 	n := url[strings.LastIndex(url, "/")+1:]
 	h.appRole(t, fmt.Sprintf(`path "transit/encrypt/%[1]s" { capabilities = ["update"] }
 `, n), map[string]any{"token_ttl": "3s", "token_max_ttl": "3s"})
-	defer vault.SetRelogin403(0)()
+	defer vaultclient.SetRelogin403(0)()
 	c := new(counter)
 	k, err := counted(c).Open(ctx, url, nil)
 	if err != nil {

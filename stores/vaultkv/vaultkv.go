@@ -21,8 +21,9 @@
 // The server and credentials come from the environment, as for the vault
 // backend (package backends/vault): VAULT_ADDR, VAULT_CACERT,
 // VAULT_NAMESPACE, and VAULT_TOKEN or VAULT_ROLE_ID with VAULT_SECRET_ID.
-// The store uses that package's Session: one client and one login per
-// configuration in a process, shared with vault KEKs. Close gives it back.
+// The store shares the vault backend's session: one client and one login
+// per configuration in a process, shared with vault KEKs. Close gives its
+// share back.
 package vaultkv
 
 import (
@@ -38,7 +39,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
-	"github.com/stateseal/stateseal/backends/vault"
+	"github.com/stateseal/stateseal/internal/vaultclient"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -57,14 +58,14 @@ func Opener(hc *http.Client) stores.Opener {
 
 // A Store is a keyset in a KV v2 secret.
 type Store struct {
-	s           *vault.Session
+	s           *vaultclient.Session
 	mount, path string
 	name        string
 }
 
 var _ io.Closer = (*Store)(nil)
 
-// Close gives the store's Vault session back (vault.Session.Close). The
+// Close gives the store's share of the Vault session back. The
 // store is not used after Close.
 func (s *Store) Close() error { return s.s.Close() }
 
@@ -155,7 +156,7 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
 	if !ok || mount == "" || path == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("vault-kv: %s is not vault-kv://MOUNT/PATH", name)
 	}
-	sess, err := vault.OpenSession(ctx, hc)
+	sess, err := vaultclient.Open(ctx, hc)
 	if err != nil {
 		return nil, fmt.Errorf("vault-kv %s: %w", name, err)
 	}
