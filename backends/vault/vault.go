@@ -13,7 +13,9 @@
 // mounted at approle/). A process makes one client per configuration (a
 // session), logged in once, that every KEK and vault-kv store with that
 // configuration shares: opening a KEK again makes no new client,
-// connection or login. A KEK's Close gives the session back.
+// connection or login. A KEK's Close gives its share of the session back.
+// New builds a KEK from an *api.Client the caller made and keeps logged
+// in; its Close leaves the client alone.
 //
 // Wrap is transit encrypt and Unwrap transit decrypt, each with the
 // associated data as associated_data, so the key must be of an AEAD type
@@ -49,11 +51,24 @@ const Scheme = "vault"
 
 func init() { backends.Default.Register(Scheme, Opener(nil)) }
 
-// Opener returns an opener for vault URLs whose clients send requests
-// through hc (nil: the Vault client's own). Tests use it to count calls.
-func Opener(hc *http.Client) backends.Opener {
+// Opener returns an opener for vault URLs. With a nil client (what
+// backends.Default has), KEKs use the process's session for the VAULT_*
+// environment, logged in once, and a KEK's Close gives its share back.
+// With a client the caller made, every URL goes through that client
+// (built with New), which the caller keeps logged in, and the KEKs'
+// Close leaves it alone.
+func Opener(client *api.Client) backends.Opener {
 	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
-		return open(ctx, u, hc)
+		mount, name, err := parse(u)
+		if err != nil {
+			return nil, err
+		}
+		if client == nil {
+			return open(ctx, u, mount, name, nil)
+		}
+		k := New(client, mount, name, nil)
+		k.url = redact.URL(u.String())
+		return k, nil
 	}
 }
 
@@ -64,19 +79,44 @@ type KEK struct {
 	url         string // redacted, for errors
 }
 
-var _ io.Closer = (*KEK)(nil)
+var (
+	_ backends.KEK       = (*KEK)(nil)
+	_ backends.Generator = (*KEK)(nil)
+	_ io.Closer          = (*KEK)(nil)
+)
 
-// Close gives the KEK's share of the session back. The KEK is not
-// used after Close.
+// Options configure a KEK built by New. There are none yet; nil is the
+// value to pass.
+type Options struct{}
+
+// New returns the KEK of the transit key name under mount ("transit")
+// through client, which the caller made, logged in and owns: its address,
+// token, namespace, TLS and retries apply, and the KEK's Close leaves it
+// alone. o may be nil. Errors name the key as a vault URL.
+func New(client *api.Client, mount, name string, o *Options) *KEK {
+	return &KEK{s: vaultclient.Borrow(client), mount: mount, name: name,
+		url: redact.URL("vault://" + mount + "/keys/" + name)}
+}
+
+// Close gives the KEK's share of the session back; a KEK built from the
+// caller's client (New, or Opener with a client) leaves the client alone.
+// The KEK is not used after Close.
 func (k *KEK) Close() error { return k.s.Close() }
 
-func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
-	redacted := redact.URL(u.String())
+// parse returns the mount and key name of a vault URL.
+func parse(u *url.URL) (mount, name string, err error) {
 	full := strings.Trim(u.Host+u.Path, "/")
 	mount, name, ok := strings.Cut(full, "/keys/")
 	if !ok || mount == "" || name == "" || strings.Contains(name, "/") || u.RawQuery != "" {
-		return nil, fmt.Errorf("vault: %s is not vault://MOUNT/keys/NAME", redacted)
+		return "", "", fmt.Errorf("vault: %s is not vault://MOUNT/keys/NAME", redact.URL(u.String()))
 	}
+	return mount, name, nil
+}
+
+// open makes a KEK on the session of the environment's configuration and
+// hc (nil: the Vault client's own HTTP client).
+func open(ctx context.Context, u *url.URL, mount, name string, hc *http.Client) (*KEK, error) {
+	redacted := redact.URL(u.String())
 	sess, err := vaultclient.Open(ctx, hc)
 	if err != nil {
 		return nil, fmt.Errorf("vault %s: %w", redacted, err)

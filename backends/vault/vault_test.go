@@ -21,13 +21,15 @@ import (
 	"github.com/stateseal/stateseal/internal/vaultclient"
 )
 
+// harness opens vault URLs with the backend's own session
+// (backends.Default), the server and token from the environment.
 type harness struct {
 	v      *testservers.Vault
-	client *api.Client
+	client *api.Client // root
 }
 
-func newHarness(t *testing.T) *harness {
-	v := testservers.StartVault(t)
+// newHarness sets the test's Vault environment for v and mounts transit.
+func newHarness(t *testing.T, v *testservers.Vault) *harness {
 	v.Env(t)
 	c, err := api.NewClient(&api.Config{Address: v.URL()})
 	if err != nil {
@@ -66,22 +68,64 @@ func (h *harness) RotatableKey(ctx context.Context, t *testing.T) (string, func(
 	}, true
 }
 
-// StoppedURL points VAULT_ADDR, for this subtest, at a port nothing
-// listens on.
-func (h *harness) StoppedURL(ctx context.Context, t *testing.T) string {
-	t.Setenv("VAULT_ADDR", fmt.Sprintf("http://127.0.0.1:%d", testservers.FreePort(t)))
-	return "vault://transit/keys/stopped"
+func (h *harness) Stop(*testing.T) bool { h.v.Stop(); return true }
+func (h *harness) Start(*testing.T)     { h.v.Resume() }
+
+// clientHarness opens vault URLs through a client the test made
+// (vault.Opener(client), which builds each KEK with vault.New).
+type clientHarness struct {
+	*harness
+	reg *backends.Registry
 }
 
+func (h *clientHarness) Registry() *backends.Registry { return h.reg }
+
+// TestConformance runs the suite against a Vault server that keeps its
+// data (so that it comes back from a stop with its keys), with the
+// backend's own session and with KEKs built from the test's client.
 func TestConformance(t *testing.T) {
-	kektest.Run(t, newHarness(t))
+	h := newHarness(t, testservers.StartVaultServer(t))
+	t.Run("URL", func(t *testing.T) { kektest.Run(t, h) })
+	t.Run("Client", func(t *testing.T) {
+		c, err := api.NewClient(&api.Config{Address: h.v.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetToken(h.v.Token)
+		ch := &clientHarness{harness: h, reg: new(backends.Registry)}
+		ch.reg.Register(vault.Scheme, vault.Opener(c))
+		kektest.Run(t, ch)
+	})
+}
+
+// TestNew: a KEK built by New from a caller's client names the key in its
+// errors, and its Close leaves the client alone.
+func TestNew(t *testing.T) {
+	h := newHarness(t, testservers.StartVault(t))
+	ctx := context.Background()
+	url := h.NewKey(ctx, t)
+	n := url[strings.LastIndex(url, "/")+1:]
+	k := vault.New(h.client, "transit", n, nil)
+	w, err := k.Wrap(ctx, []byte("0123456789abcdef0123456789abcdef"), []byte("ad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Unwrap(ctx, w, []byte("other")); !errors.Is(err, backends.ErrUnwrap) || !strings.Contains(err.Error(), url) {
+		t.Errorf("Unwrap under other associated data: %v", err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Logical().Read("transit/keys/" + n); err != nil {
+		t.Fatalf("the caller's client after the KEK's Close: %v", err)
+	}
 }
 
 // TestLeastPrivilegeAppRole logs in with AppRole under the policy
 // docs/BACKENDS.md gives: encrypt, decrypt and datakey on one transit key.
 // The KEK works on that key and is refused on another.
 func TestLeastPrivilegeAppRole(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, testservers.StartVault(t))
 	ctx := context.Background()
 	url := h.NewKey(ctx, t)
 	n := url[strings.LastIndex(url, "/")+1:]
@@ -173,7 +217,7 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 // counted is a registry whose vault KEKs send requests through c.
 func counted(c *counter) *backends.Registry {
 	reg := new(backends.Registry)
-	reg.Register(vault.Scheme, vault.Opener(&http.Client{Transport: c}))
+	reg.Register(vault.Scheme, vault.OpenerHTTP(&http.Client{Transport: c}))
 	return reg
 }
 
@@ -181,7 +225,7 @@ func counted(c *counter) *backends.Registry {
 // times under AppRole logs in once: the process keeps one session per
 // configuration, not one per open.
 func TestAppRoleLogsInOnce(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, testservers.StartVault(t))
 	ctx := context.Background()
 	url := h.NewKey(ctx, t)
 	n := url[strings.LastIndex(url, "/")+1:]
@@ -218,7 +262,7 @@ path "transit/decrypt/%[1]s" { capabilities = ["update"] }
 // again before it does, and one whose token was revoked logs in again on
 // Vault's 403; the KEK keeps working throughout.
 func TestAppRoleLogsInAgain(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, testservers.StartVault(t))
 	ctx := context.Background()
 	url := h.NewKey(ctx, t)
 	n := url[strings.LastIndex(url, "/")+1:]

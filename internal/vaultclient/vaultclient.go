@@ -33,9 +33,15 @@ import (
 // configuration's session has closed it, its idle connections are
 // released (the login is kept for the next holder).
 type Session struct {
-	s    *shared
+	s    *shared     // nil for a client the caller made (Borrow)
+	c    *api.Client // the caller's client
 	once sync.Once
 }
+
+// Borrow returns a session over a client the caller made and owns: Do
+// calls f with it as it is (the caller keeps it logged in: no login, no
+// second try after a 403), and Close leaves it alone.
+func Borrow(c *api.Client) *Session { return &Session{c: c} }
 
 // shared is the one session of a configuration.
 type shared struct {
@@ -222,6 +228,9 @@ func (e *LoginError) Unwrap() error { return e.Err }
 // and the session logs in with AppRole, it logs in again (see Session) and
 // calls f once more. A failed login is a *LoginError.
 func (s *Session) Do(ctx context.Context, f func(*api.Client) error) error {
+	if s.s == nil {
+		return f(s.c)
+	}
 	if err := s.s.fresh(ctx); err != nil {
 		return &LoginError{err}
 	}
@@ -237,6 +246,9 @@ func (s *Session) Do(ctx context.Context, f func(*api.Client) error) error {
 // idle connections of a transport the session made; the session and its
 // login stay for the next Open. Close is idempotent.
 func (s *Session) Close() error {
+	if s.s == nil {
+		return nil // the caller's client: its owner closes it
+	}
 	s.once.Do(func() {
 		sessions.Lock()
 		defer sessions.Unlock()
