@@ -51,7 +51,7 @@ func TestLocalKeyValueRefused(t *testing.T) {
 			if p, env, err := localkek.Source(u, dir); err == nil {
 				t.Errorf("localkek.Source(%s) = %q, %q", redact.URL(raw), p, env)
 			} else if strings.Contains(err.Error(), secret[:16]) || !errors.Is(err, redact.ErrKeyValue) {
-				t.Errorf("LocalSource's error: %v", err)
+				t.Errorf("localkek.Source's error: %v", err)
 			}
 		}
 		if r := redact.URL(raw); strings.Contains(r, secret[:16]) {
