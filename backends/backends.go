@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/internal/schemes"
 )
 
@@ -48,10 +49,11 @@ type Generator interface {
 // another KEK, or bound to other associated data.
 var ErrUnwrap = errors.New("backends: wrapped key does not unwrap with this KEK and associated data")
 
-// An Opener opens the KEK a URL names.
-type Opener func(ctx context.Context, u *url.URL, o OpenOptions) (KEK, error)
+// An Opener opens the KEK a URL names. o may be nil: the defaults.
+type Opener func(ctx context.Context, u *url.URL, o *OpenOptions) (KEK, error)
 
-// OpenOptions carry what an Opener may need besides the URL.
+// OpenOptions carry what an Opener may need besides the URL. A nil
+// *OpenOptions means the zero value.
 type OpenOptions struct {
 	// Dir is the directory that relative paths in the URL resolve against:
 	// the keyset's directory. "" means the working directory.
@@ -60,15 +62,6 @@ type OpenOptions struct {
 	// has no directory, and each host's working directory differs.
 	AbsoluteOnly bool
 }
-
-// An OpenOption sets an OpenOptions field.
-type OpenOption func(*OpenOptions)
-
-// RelativeTo resolves relative paths in the URL against dir.
-func RelativeTo(dir string) OpenOption { return func(o *OpenOptions) { o.Dir = dir } }
-
-// AbsoluteOnly refuses relative paths in the URL.
-func AbsoluteOnly() OpenOption { return func(o *OpenOptions) { o.AbsoluteOnly = true } }
 
 // A Registry maps URL schemes to openers.
 type Registry struct{ m schemes.Map[Opener] }
@@ -83,33 +76,30 @@ func (r *Registry) Register(scheme string, o Opener) { r.m.Register("backends", 
 // Schemes lists the registered schemes, sorted.
 func (r *Registry) Schemes() []string { return r.m.Schemes() }
 
-// Open opens the KEK named by rawURL. Its errors show the URL only as
-// Redact does: a key value passed where a URL belongs is never echoed.
-func (r *Registry) Open(ctx context.Context, rawURL string, opts ...OpenOption) (KEK, error) {
-	var oo OpenOptions
-	for _, o := range opts {
-		o(&oo)
-	}
-	if looksLikeKey(rawURL) {
-		return nil, errKeyValue
+// Open opens the KEK named by rawURL; o may be nil. Its errors show the
+// URL redacted (credentials hidden), and a key value passed where a URL
+// belongs is never echoed.
+func (r *Registry) Open(ctx context.Context, rawURL string, o *OpenOptions) (KEK, error) {
+	if redact.LooksLikeKey(rawURL) {
+		return nil, redact.ErrKeyValue
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("backends: KEK URL %s does not parse", Redact(rawURL))
+		return nil, fmt.Errorf("backends: KEK URL %s does not parse", redact.URL(rawURL))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("backends: KEK URL %s has no scheme (registered: %s)", Redact(rawURL), strings.Join(r.Schemes(), ", "))
+		return nil, fmt.Errorf("backends: KEK URL %s has no scheme (registered: %s)", redact.URL(rawURL), strings.Join(r.Schemes(), ", "))
 	}
-	o, ok := r.m.Lookup(u.Scheme)
+	open, ok := r.m.Lookup(u.Scheme)
 	if !ok {
-		return nil, fmt.Errorf("backends: KEK URL %s: no backend for scheme %q (registered: %s)", Redact(rawURL), u.Scheme, strings.Join(r.Schemes(), ", "))
+		return nil, fmt.Errorf("backends: KEK URL %s: no backend for scheme %q (registered: %s)", redact.URL(rawURL), u.Scheme, strings.Join(r.Schemes(), ", "))
 	}
-	return o(ctx, u, oo)
+	return open(ctx, u, o)
 }
 
-// Open opens rawURL with the Default registry.
-func Open(ctx context.Context, rawURL string, opts ...OpenOption) (KEK, error) {
-	return Default.Open(ctx, rawURL, opts...)
+// Open opens rawURL with the Default registry; o may be nil.
+func Open(ctx context.Context, rawURL string, o *OpenOptions) (KEK, error) {
+	return Default.Open(ctx, rawURL, o)
 }
 
 // Close releases what k holds (connections, a client), if it holds any:

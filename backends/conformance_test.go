@@ -31,10 +31,9 @@ func (h *localHarness) RotatableKey(context.Context, *testing.T) (string, func()
 	return "", nil, false // a local key has no versions: rewrap to a new file instead
 }
 
-func (h *localHarness) StoppedURL(context.Context, *testing.T) string { return "" }
-
-// Local: the local KEK makes no call, so a cancelled context may succeed.
-func (h *localHarness) Local() bool { return true }
+// Stop: the local KEK has no server.
+func (h *localHarness) Stop(*testing.T) bool { return false }
+func (h *localHarness) Start(*testing.T)     {}
 
 func TestLocalConformance(t *testing.T) {
 	kektest.Run(t, &localHarness{dir: t.TempDir()})

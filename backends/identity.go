@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/stateseal/stateseal/internal/localkek"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // transportParams are the query parameters that say how to reach a KEK's
@@ -27,18 +30,18 @@ var transportParams = []string{"endpoint", "insecure"}
 // scheme. It does not ask a backend: a URL with an unknown scheme has an
 // identity too.
 func Identity(rawURL string) (string, error) {
-	if looksLikeKey(rawURL) {
-		return "", errKeyValue
+	if redact.LooksLikeKey(rawURL) {
+		return "", redact.ErrKeyValue
 	}
 	u, err := url.Parse(strings.TrimSpace(rawURL))
 	if err != nil {
-		return "", fmt.Errorf("backends: KEK URL %s does not parse", Redact(rawURL))
+		return "", fmt.Errorf("backends: KEK URL %s does not parse", redact.URL(rawURL))
 	}
 	if u.Scheme == "" {
-		return "", fmt.Errorf("backends: KEK URL %s has no scheme", Redact(rawURL))
+		return "", fmt.Errorf("backends: KEK URL %s has no scheme", redact.URL(rawURL))
 	}
 	if u.Scheme == "local" {
-		if _, _, err := LocalSource(u, ""); err != nil {
+		if _, _, err := localkek.Source(u, ""); err != nil {
 			return "", err
 		}
 	}

@@ -14,6 +14,9 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/stateseal/stateseal/internal/localkek"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // The local backend keeps a 32-byte KEK in a file or an environment
@@ -29,7 +32,11 @@ import (
 // names where the key is, never the key: local:stateseal-kek-v1:... (the
 // key itself after "local:", which a keyset would then store in the clear)
 // is refused, and the error does not repeat it.
-func init() { Default.Register("local", openLocal) }
+func init() { Default.Register(LocalScheme, openLocal) }
+
+// LocalScheme is the URL scheme of the local backend, always registered
+// in Default.
+const LocalScheme = "local"
 
 const localPrefix = "stateseal-kek-v1:"
 
@@ -38,19 +45,25 @@ const localVersion = 1
 
 type localKEK struct{ aead cipher.AEAD }
 
-var _ io.Closer = (*localKEK)(nil)
+var (
+	_ KEK       = (*localKEK)(nil)
+	_ io.Closer = (*localKEK)(nil)
+)
 
 // Close does nothing: a local KEK holds no connection. It is there so that
 // callers close every KEK alike.
 func (k *localKEK) Close() error { return nil }
 
-func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
-	path, env, err := LocalSource(u, o.Dir)
+func openLocal(_ context.Context, u *url.URL, o *OpenOptions) (KEK, error) {
+	if o == nil {
+		o = new(OpenOptions)
+	}
+	path, env, err := localkek.Source(u, o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	if env == "" && o.AbsoluteOnly && !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("backends: local KEK URL %s: a keyset outside a file needs an absolute path or local://env/VARIABLE", Redact(u.String()))
+		return nil, fmt.Errorf("backends: local KEK URL %s: a keyset outside a file needs an absolute path or local://env/VARIABLE", redact.URL(u.String()))
 	}
 	var text string
 	if env != "" {
@@ -81,40 +94,6 @@ func openLocal(_ context.Context, u *url.URL, o OpenOptions) (KEK, error) {
 	return &localKEK{aead: aead}, nil
 }
 
-// LocalSource returns the file path or the environment variable a local
-// URL names. A URL that holds a key value rather than naming one
-// (local:stateseal-kek-v1:..., or the bare key) is refused without
-// repeating it.
-func LocalSource(u *url.URL, dir string) (path, env string, err error) {
-	if raw := u.String(); looksLikeKey(raw) || replaceBareKeys(raw, "") != raw {
-		return "", "", errKeyValue
-	}
-	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", "", fmt.Errorf("backends: %s is not a local KEK URL (local:FILE or local://env/VARIABLE)", Redact(u.String()))
-	}
-	switch {
-	case u.Host == "env":
-		name := strings.TrimPrefix(u.Path, "/")
-		if name == "" || strings.ContainsAny(name, "/=") {
-			return "", "", fmt.Errorf("backends: local KEK URL %s: bad variable name", Redact(u.String()))
-		}
-		return "", name, nil
-	case u.Host != "":
-		return "", "", fmt.Errorf("backends: local KEK URL %s: unknown host %q (use local:FILE or local://env/VARIABLE)", Redact(u.String()), u.Host)
-	case u.Opaque != "":
-		path = u.Opaque
-	default:
-		path = u.Path
-	}
-	if path == "" {
-		return "", "", fmt.Errorf("backends: local KEK URL %s names no file", Redact(u.String()))
-	}
-	if !filepath.IsAbs(path) && dir != "" {
-		path = filepath.Join(dir, path)
-	}
-	return path, "", nil
-}
-
 func parseLocalKey(s string) ([]byte, error) {
 	enc, ok := strings.CutPrefix(s, localPrefix)
 	if !ok {
@@ -127,14 +106,22 @@ func parseLocalKey(s string) ([]byte, error) {
 	return key, nil
 }
 
-func (k *localKEK) Wrap(_ context.Context, plaintext, ad []byte) ([]byte, error) {
+// Wrap and Unwrap make no call, but honour a done context as every KEK
+// does, so that callers see one behaviour whatever the backend.
+func (k *localKEK) Wrap(ctx context.Context, plaintext, ad []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	out := make([]byte, 1+chacha20poly1305.NonceSizeX, 1+chacha20poly1305.NonceSizeX+len(plaintext)+k.aead.Overhead())
 	out[0] = localVersion
 	rand.Read(out[1:])
 	return k.aead.Seal(out, out[1:], plaintext, ad), nil
 }
 
-func (k *localKEK) Unwrap(_ context.Context, wrapped, ad []byte) ([]byte, error) {
+func (k *localKEK) Unwrap(ctx context.Context, wrapped, ad []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if len(wrapped) < 1+chacha20poly1305.NonceSizeX+k.aead.Overhead() || wrapped[0] != localVersion {
 		return nil, ErrUnwrap
 	}

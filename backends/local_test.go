@@ -29,7 +29,7 @@ func TestLocalFile(t *testing.T) {
 	// The same file by relative, absolute and triple-slash URLs.
 	var keks []KEK
 	for _, u := range []string{"local:kek", "local:" + path, "local://" + path} {
-		k, err := Open(ctx, u, RelativeTo(dir))
+		k, err := Open(ctx, u, &OpenOptions{Dir: dir})
 		if err != nil {
 			t.Fatalf("%s: %v", u, err)
 		}
@@ -48,7 +48,7 @@ func TestLocalFile(t *testing.T) {
 
 func TestLocalEnv(t *testing.T) {
 	t.Setenv("STATESEAL_TEST_KEK", NewLocalKey())
-	k, err := Open(ctx, "local://env/STATESEAL_TEST_KEK")
+	k, err := Open(ctx, "local://env/STATESEAL_TEST_KEK", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestLocalEnv(t *testing.T) {
 	if _, err := k.Unwrap(ctx, w, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(ctx, "local://env/STATESEAL_TEST_UNSET"); err == nil || !strings.Contains(err.Error(), "not set") {
+	if _, err := Open(ctx, "local://env/STATESEAL_TEST_UNSET", nil); err == nil || !strings.Contains(err.Error(), "not set") {
 		t.Fatalf("unset variable: %v", err)
 	}
 }
@@ -64,8 +64,8 @@ func TestLocalEnv(t *testing.T) {
 func TestLocalUnwrapRejects(t *testing.T) {
 	t.Setenv("K1", NewLocalKey())
 	t.Setenv("K2", NewLocalKey())
-	k1, _ := Open(ctx, "local://env/K1")
-	k2, _ := Open(ctx, "local://env/K2")
+	k1, _ := Open(ctx, "local://env/K1", nil)
+	k2, _ := Open(ctx, "local://env/K2", nil)
 	w, _ := k1.Wrap(ctx, bytes.Repeat([]byte{7}, 32), []byte("keyset-a\x00key-1"))
 	cases := map[string]func() ([]byte, error){
 		"other associated data": func() ([]byte, error) { return k1.Unwrap(ctx, w, []byte("keyset-a\x00key-2")) },
@@ -99,7 +99,7 @@ func TestLocalBadSources(t *testing.T) {
 		"local://host/x", "local:", "local:x?y=1", "local:x#frag", "local://user@env/X",
 		"local://env/", "local://env/A/B",
 	} {
-		if _, err := Open(ctx, u, RelativeTo(dir)); err == nil {
+		if _, err := Open(ctx, u, &OpenOptions{Dir: dir}); err == nil {
 			t.Errorf("%s: opened", u)
 		}
 	}
@@ -107,13 +107,13 @@ func TestLocalBadSources(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	for _, u := range []string{"", "nokek", "awskms://alias/x", "::"} {
-		if _, err := Open(ctx, u); err == nil {
+		if _, err := Open(ctx, u, nil); err == nil {
 			t.Errorf("%q: opened", u)
 		}
 	}
 	var r Registry
-	r.Register("test", func(context.Context, *url.URL, OpenOptions) (KEK, error) { return nil, errors.New("test opener") })
-	if _, err := r.Open(ctx, "test:x"); err == nil || err.Error() != "test opener" {
+	r.Register("test", func(context.Context, *url.URL, *OpenOptions) (KEK, error) { return nil, errors.New("test opener") })
+	if _, err := r.Open(ctx, "test:x", nil); err == nil || err.Error() != "test opener" {
 		t.Fatalf("custom scheme: %v", err)
 	}
 	defer func() {

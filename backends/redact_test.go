@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/stateseal/stateseal/internal/localkek"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // TestOpenNeverEchoesKey: a KEK value where a URL belongs (the contents of
@@ -15,7 +18,7 @@ func TestOpenNeverEchoesKey(t *testing.T) {
 	key := NewLocalKey()
 	secret := key[strings.Index(key, ":")+1:]
 	for _, raw := range []string{key, key + "\n", secret, "bogus:" + secret, "%zz" + secret} {
-		_, err := Open(context.Background(), raw)
+		_, err := Open(context.Background(), raw, nil)
 		if err == nil {
 			t.Fatalf("Open(%q) succeeded", raw)
 		}
@@ -23,57 +26,36 @@ func TestOpenNeverEchoesKey(t *testing.T) {
 			t.Errorf("the error repeats the key: %v", err)
 		}
 	}
-	_, err := Open(context.Background(), key)
+	_, err := Open(context.Background(), key, nil)
 	if err == nil || !strings.Contains(err.Error(), "local://env/NAME") {
 		t.Errorf("the error does not say how to pass a key: %v", err)
 	}
 }
 
-func TestRedact(t *testing.T) {
-	for in, want := range map[string]string{
-		"local:stateseal.kek":                         "local:stateseal.kek",
-		"local://env/KEK":                             "local://env/KEK",
-		"vault://transit/keys/k":                      "vault://transit/keys/k",
-		"vault://user:hunter2@vault/keys/k":           "vault://user:xxxxx@vault/keys/k",
-		"awskms://alias/k?region=eu-west-1&token=abc": "awskms://alias/k?region=eu-west-1&token=xxxxx",
-		"redis://:pw@localhost:6379/0":                "redis://:xxxxx@localhost:6379/0",
-		"redis://default:pw@localhost:6379/0":         "redis://default:xxxxx@localhost:6379/0",
-		"redis://pw@localhost:6379/0":                 "redis://xxxxx@localhost:6379/0",
-		"rediss://h:6380/0?key=k&password=pw":         "rediss://h:6380/0?key=k&password=xxxxx",
-		"vault-kv://secret/x?X-Vault-Token=hvs.abc":   "vault-kv://secret/x?X-Vault-Token=xxxxx",
-		"x:" + strings.Repeat("A", 40):                "x:[opaque; not shown]",
-		NewLocalKey():                                 "[a key value, not a URL; not shown]",
-	} {
-		if got := Redact(in); got != want {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestLocalKeyValueRefused (finding 7): the value `sealctl kek` prints,
 // given after "local:" (rewrap --to "local:$(cat stateseal.kek)"), is
-// refused by Open and LocalSource, whose errors never repeat it, and
-// Redact hides it wherever it appears in a URL.
+// refused by Open and localkek.Source, whose errors never repeat it, and
+// redact.URL hides it wherever it appears in a URL.
 func TestLocalKeyValueRefused(t *testing.T) {
 	key := NewLocalKey() // what `sealctl kek` prints
 	secret := key[strings.Index(key, ":")+1:]
 	dir := t.TempDir()
 	for _, raw := range []string{"local:" + key, "local:" + key + "\n", "local:" + secret, "local:/keys/" + secret,
 		"local:" + strings.Replace(key, ":", "%3A", 1), "local://env/" + key, "local:///" + key} {
-		if _, err := Open(context.Background(), raw, RelativeTo(dir)); err == nil {
-			t.Errorf("Open(%s) succeeded", Redact(raw))
+		if _, err := Open(context.Background(), raw, &OpenOptions{Dir: dir}); err == nil {
+			t.Errorf("Open(%s) succeeded", redact.URL(raw))
 		} else if strings.Contains(err.Error(), secret[:16]) {
 			t.Errorf("Open's error repeats the key: %v", err)
 		}
 		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil {
-			if p, env, err := LocalSource(u, dir); err == nil {
-				t.Errorf("LocalSource(%s) = %q, %q", Redact(raw), p, env)
-			} else if strings.Contains(err.Error(), secret[:16]) || !errors.Is(err, errKeyValue) {
-				t.Errorf("LocalSource's error: %v", err)
+			if p, env, err := localkek.Source(u, dir); err == nil {
+				t.Errorf("localkek.Source(%s) = %q, %q", redact.URL(raw), p, env)
+			} else if strings.Contains(err.Error(), secret[:16]) || !errors.Is(err, redact.ErrKeyValue) {
+				t.Errorf("localkek.Source's error: %v", err)
 			}
 		}
-		if r := Redact(raw); strings.Contains(r, secret[:16]) {
-			t.Errorf("Redact(local key value) = %q", r)
+		if r := redact.URL(raw); strings.Contains(r, secret[:16]) {
+			t.Errorf("redact.URL(local key value) = %q", r)
 		}
 	}
 	for _, raw := range []string{
@@ -82,8 +64,8 @@ func TestLocalKeyValueRefused(t *testing.T) {
 		"redis://" + key + "@host:6379/0",
 		"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k#" + key,
 	} {
-		if r := Redact(raw); strings.Contains(r, secret[:16]) {
-			t.Errorf("Redact(%q...) = %q: the key shows", raw[:20], r)
+		if r := redact.URL(raw); strings.Contains(r, secret[:16]) {
+			t.Errorf("redact.URL(%q...) = %q: the key shows", raw[:20], r)
 		}
 	}
 	for in, want := range map[string]string{
@@ -93,11 +75,11 @@ func TestLocalKeyValueRefused(t *testing.T) {
 		// A file whose name starts like a key's text is only a file.
 		"local:stateseal-kek-prod.kek": "local:stateseal-kek-prod.kek",
 	} {
-		if got := Redact(in); got != want {
+		if got := redact.URL(in); got != want {
 			t.Errorf("Redact = %q, want %q", got, want)
 		}
 	}
-	if _, err := Open(context.Background(), "local:stateseal-kek-prod.kek", RelativeTo(dir)); err == nil || errors.Is(err, errKeyValue) {
+	if _, err := Open(context.Background(), "local:stateseal-kek-prod.kek", &OpenOptions{Dir: dir}); err == nil || errors.Is(err, redact.ErrKeyValue) {
 		t.Errorf("a file named stateseal-kek-prod.kek: %v, want file not found", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/localkek"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/keyset"
 )
 
@@ -63,12 +65,12 @@ func FuzzKEKURL(f *testing.F) {
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, raw string) {
-		backends.Open(context.Background(), raw, backends.RelativeTo(dir)) // must not panic
+		backends.Open(context.Background(), raw, &backends.OpenOptions{Dir: dir}) // must not panic
 		u, err := url.Parse(raw)
 		if err != nil || u.Scheme != "local" {
 			return
 		}
-		path, env, err := backends.LocalSource(u, dir)
+		path, env, err := localkek.Source(u, dir)
 		if err != nil || env != "" {
 			return
 		}
@@ -80,7 +82,7 @@ func FuzzKEKURL(f *testing.F) {
 
 // FuzzRedactKey: a local KEK's value ("stateseal-kek-v1:...") anywhere in
 // a string, between any two strings without percent-escapes (which could
-// spell the key anew), never survives Redact, nor reaches Open's or
+// spell the key anew), never survives redact.URL, nor reaches Open's or
 // Identity's error; nor does the bare key as a local URL's file name.
 func FuzzRedactKey(f *testing.F) {
 	key := backends.NewLocalKey()
@@ -98,10 +100,10 @@ func FuzzRedactKey(f *testing.F) {
 			if !strings.Contains(in, key) && !bare {
 				continue // the bare key is recognised as a local file name only
 			}
-			if r := backends.Redact(in); strings.Contains(r, secret) {
+			if r := redact.URL(in); strings.Contains(r, secret) {
 				t.Fatalf("Redact(%q) = %q shows the key", in, r)
 			}
-			if _, err := backends.Open(context.Background(), in); err != nil && strings.Contains(err.Error(), secret) {
+			if _, err := backends.Open(context.Background(), in, nil); err != nil && strings.Contains(err.Error(), secret) {
 				t.Fatalf("Open's error shows the key: %v", err)
 			}
 			if _, err := backends.Identity(in); err != nil && strings.Contains(err.Error(), secret) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -147,7 +148,7 @@ func Upgrade(ctx context.Context, data []byte, kek backends.KEK, kekURL string, 
 		return nil, fmt.Errorf("keyset: %w", err)
 	}
 	if ks.KEK != kekURL && ks.KEK != id {
-		return nil, fmt.Errorf("%w: keyset %s names %s, not %s", ErrUntrustedKEK, ks.ID, backends.Redact(ks.KEK), backends.Redact(kekURL))
+		return nil, fmt.Errorf("%w: keyset %s names %s, not %s", ErrUntrustedKEK, ks.ID, redact.URL(ks.KEK), redact.URL(kekURL))
 	}
 	if err := ks.verify(ctx, keysetjson.FormatV2, kek); err != nil {
 		return nil, err

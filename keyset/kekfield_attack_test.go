@@ -163,7 +163,7 @@ func TestAttackLocalKEKPaths(t *testing.T) {
 		}
 		// Forged under the attacker's key: if the loader opened what the
 		// document names, it would authenticate.
-		kek, err := backends.Open(ctx, name, backends.RelativeTo(f.dir))
+		kek, err := backends.Open(ctx, name, &backends.OpenOptions{Dir: f.dir})
 		if err != nil {
 			// A name the local backend does not open cannot be the
 			// attacker's way in either; still check it is refused.
@@ -202,7 +202,7 @@ func TestAttackSymlinkedKeyset(t *testing.T) {
 	if err := backends.GenerateLocal(filepath.Join(adir, "stateseal.kek")); err != nil {
 		t.Fatal(err)
 	}
-	akek, _ := backends.Open(ctx, "local:stateseal.kek", backends.RelativeTo(adir))
+	akek, _ := backends.Open(ctx, "local:stateseal.kek", &backends.OpenOptions{Dir: adir})
 	ks := &keyset.Keyset{ID: f.ks.ID, Version: 99, KEK: "local:stateseal.kek", Policy: keyring.DefaultPolicy()}
 	k, _ := keyring.NewKey(keyring.AEAD, t0, t0, nil)
 	sk, _ := ks.Wrap(ctx, akek, k)

@@ -24,7 +24,7 @@ func newKeysetFile(t *testing.T, n int) (string, *Keyset, backends.KEK) {
 	if err := backends.GenerateLocal(filepath.Join(dir, "kek")); err != nil {
 		t.Fatal(err)
 	}
-	kek, err := backends.Open(ctx, "local:kek", backends.RelativeTo(dir))
+	kek, err := backends.Open(ctx, "local:kek", &backends.OpenOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

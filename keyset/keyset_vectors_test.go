@@ -194,16 +194,16 @@ func (c kvCounting) Unwrap(ctx context.Context, w, ad []byte) ([]byte, error) {
 
 func newKVKMS() *kvKMS {
 	k := &kvKMS{reg: new(backends.Registry)}
-	k.reg.Register("local", func(ctx context.Context, u *url.URL, o backends.OpenOptions) (backends.KEK, error) {
+	k.reg.Register("local", func(ctx context.Context, u *url.URL, o *backends.OpenOptions) (backends.KEK, error) {
 		k.opens.Add(1)
-		inner, err := backends.Open(ctx, u.String(), backends.RelativeTo(o.Dir))
+		inner, err := backends.Open(ctx, u.String(), o)
 		if err != nil {
 			return nil, err
 		}
 		return kvCounting{inner, &k.calls}, nil
 	})
 	for _, s := range []string{"awskms", "gcpkms", "vault"} {
-		k.reg.Register(s, func(context.Context, *url.URL, backends.OpenOptions) (backends.KEK, error) {
+		k.reg.Register(s, func(context.Context, *url.URL, *backends.OpenOptions) (backends.KEK, error) {
 			k.opens.Add(1)
 			return nil, fmt.Errorf("the vectors reached the %s KMS", s)
 		})

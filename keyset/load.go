@@ -85,14 +85,14 @@ func openKEKURL(ctx context.Context, url, location string, o *LoadOptions) (back
 	return reg.Open(ctx, url, kekDir(location))
 }
 
-func kekDir(location string) backends.OpenOption {
+func kekDir(location string) *backends.OpenOptions {
 	if stores.IsURL(location) {
 		if path, ok := strings.CutPrefix(location, "file://"); ok {
-			return backends.RelativeTo(keysetDir(path))
+			return &backends.OpenOptions{Dir: keysetDir(path)}
 		}
-		return backends.AbsoluteOnly()
+		return &backends.OpenOptions{AbsoluteOnly: true}
 	}
-	return backends.RelativeTo(keysetDir(location))
+	return &backends.OpenOptions{Dir: keysetDir(location)}
 }
 
 // OpenStore opens the store at location with o's registry.
@@ -157,6 +157,7 @@ type Loader struct {
 	outage   bool                    // a transient failure was reported, and no success since
 	cache    map[cacheKey][]byte     // unwrapped material by keyset, KEK, key, wrapped bytes
 	keks     map[string]backends.KEK // opened once per configured URL; closed by Close
+	ownStore bool                    // the loader opened Store from Path: Close closes it
 	pinned   string                  // the keyset id that loads
 	seen     map[string]seenVersion  // the highest version installed, per keyset id
 
@@ -179,11 +180,17 @@ type cacheKey struct {
 }
 
 // Close closes the KEK clients the loader opened (a Cloud KMS connection,
-// say) and stops nothing else: cancel Run's context first.
+// say) and the store it opened from Path (a Redis client), never a Store
+// it was given, and stops nothing else: cancel Run's context first. The
+// loader is not used after Close.
 func (l *Loader) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var errs []error
+	if l.ownStore {
+		errs = append(errs, stores.Close(l.Store))
+		l.ownStore = false
+	}
 	for url, k := range l.keks {
 		if c, ok := k.(io.Closer); ok {
 			errs = append(errs, c.Close())
@@ -227,7 +234,7 @@ func (l *Loader) openStore(ctx context.Context) (stores.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("keyset: %w", err)
 		}
-		l.Store = s
+		l.Store, l.ownStore = s, true
 	}
 	if l.Path == "" {
 		l.Path = l.Store.String()

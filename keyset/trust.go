@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -69,9 +70,9 @@ func matchKEK(name string, trusted []string) (string, error) {
 		if id == name {
 			return u, nil
 		}
-		names = append(names, backends.Redact(id))
+		names = append(names, redact.URL(id))
 	}
-	return "", fmt.Errorf("%w: the keyset names %s; this instance trusts %s", ErrUntrustedKEK, backends.Redact(name), strings.Join(names, " and "))
+	return "", fmt.Errorf("%w: the keyset names %s; this instance trusts %s", ErrUntrustedKEK, redact.URL(name), strings.Join(names, " and "))
 }
 
 // kekIdentity is a KEK URL without its transport settings: the form a

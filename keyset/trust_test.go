@@ -53,9 +53,9 @@ type kms struct {
 
 func newKMS() *kms {
 	k := &kms{reg: new(backends.Registry)}
-	k.reg.Register("local", func(ctx context.Context, u *url.URL, o backends.OpenOptions) (backends.KEK, error) {
+	k.reg.Register("local", func(ctx context.Context, u *url.URL, o *backends.OpenOptions) (backends.KEK, error) {
 		k.opens.Add(1)
-		inner, err := backends.Open(ctx, u.String(), backends.RelativeTo(o.Dir))
+		inner, err := backends.Open(ctx, u.String(), o)
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +77,7 @@ func newFixture(t *testing.T, p keyring.Policy) *fixture {
 	if err := backends.GenerateLocal(filepath.Join(dir, "stateseal.kek")); err != nil {
 		t.Fatal(err)
 	}
-	kek, err := backends.Open(ctx, "local:stateseal.kek", backends.RelativeTo(dir))
+	kek, err := backends.Open(ctx, "local:stateseal.kek", &backends.OpenOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

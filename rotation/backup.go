@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/localkek"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -106,7 +108,7 @@ func Import(ctx context.Context, location string, data []byte, iop *ImportOption
 	if rel := relativeLocalKEK(ks.KEK); rel != "" && stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
 		return Result{}, fmt.Errorf("rotation: keyset %s is under the relative local KEK %s, which a keyset in a store cannot use (a store has no directory "+
 			"to find %s in): rewrap it first to an absolute path (local:/etc/stateseal/kek), local://env/NAME or a KMS (sealctl rewrap --to URL), then move it",
-			ks.ID, backends.Redact(ks.KEK), rel)
+			ks.ID, redact.URL(ks.KEK), rel)
 	}
 	kek, err := verifyFor(ctx, ks, location, o)
 	if err != nil {
@@ -200,7 +202,7 @@ func relativeLocalKEK(kek string) string {
 	if err != nil || u.Scheme != "local" {
 		return ""
 	}
-	p, env, err := backends.LocalSource(u, "")
+	p, env, err := localkek.Source(u, "")
 	if err != nil || env != "" || filepath.IsAbs(p) {
 		return ""
 	}

@@ -24,7 +24,7 @@ func TestCorruptWrappedKey(t *testing.T) {
 	}
 	// Break the second key: wrapped for another keyset, so it does not
 	// unwrap here, then re-authenticated with the right KEK.
-	kek, err := backends.Open(ctx, "local:kek", backends.RelativeTo(filepath.Dir(path)))
+	kek, err := backends.Open(ctx, "local:kek", &backends.OpenOptions{Dir: filepath.Dir(path)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,6 +133,7 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.K
 	if err != nil {
 		return Result{}, err
 	}
+	defer stores.Close(s)
 	cur, rev, err := keyset.Read(ctx, s)
 	if err != nil {
 		return Result{}, err

@@ -49,6 +49,7 @@ func Init(ctx context.Context, location, kekURL string, alg keyring.Algorithm, p
 	if err != nil {
 		return Result{}, err
 	}
+	defer stores.Close(s)
 	if _, err := keyset.Write(ctx, s, ks, ""); err != nil {
 		return Result{}, err
 	}
@@ -245,6 +246,7 @@ func Upgrade(ctx context.Context, location string, o *Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	defer stores.Close(s)
 	data, rev, err := s.Read(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("rotation: %s: %w", s, err)

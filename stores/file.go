@@ -27,14 +27,14 @@ type File struct {
 	path string
 }
 
-// NewFile returns the file store at path.
+var _ Store = (*File)(nil)
+
+// NewFile returns the file store at path. It holds no connection: there
+// is nothing to close.
 func NewFile(path string) *File { return &File{path: path} }
 
 // String is the file's path.
 func (f *File) String() string { return f.path }
-
-// Path is the file's path as given.
-func (f *File) Path() string { return f.path }
 
 // Dir is the directory that relative paths in the keyset (a local KEK
 // file) resolve against: that of the file the path finally names, through

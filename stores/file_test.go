@@ -10,27 +10,24 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stateseal/stateseal/stores"
 	"github.com/stateseal/stateseal/stores/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
-
+// fileHarness gives the suite keyset files; a file store has no client.
 type fileHarness struct{ n int }
 
-func (h *fileHarness) Name() string { return "file" }
+func (h *fileHarness) Registry() *stores.Registry { return stores.Default }
 
 func (h *fileHarness) NewLocation(_ context.Context, t *testing.T) string {
 	h.n++
 	return filepath.Join(t.TempDir(), fmt.Sprintf("keyset-%d.json", h.n))
 }
 
-func (h *fileHarness) Stop(*testing.T) bool        { return false }
-func (h *fileHarness) Start(*testing.T)            {}
-func (h *fileHarness) PollInterval() time.Duration { return 100 * time.Millisecond }
-func (h *fileHarness) MaxDelay() time.Duration     { return time.Second }
+// Stop: a file has no server.
+func (h *fileHarness) Stop(*testing.T) bool { return false }
+func (h *fileHarness) Start(*testing.T)     {}
 
 func TestFileConformance(t *testing.T) { storetest.Run(t, &fileHarness{}) }
 

@@ -8,19 +8,24 @@
 // cannot both win. [Open] picks the store by a location's URL scheme from
 // a [Registry]; a location that is not a URL is a file path. The file
 // store is always registered; importing stores/vaultkv or stores/redis
-// registers theirs. Package keyring loads keysets from stores and package
+// registers theirs. Package keyset loads keysets from stores and package
 // rotation edits them; neither needs to know which kind it has.
+//
+// A store is opened from a location (Open), or built from a client the
+// caller made (redis.New, vaultkv.New). Whoever opened a store closes it
+// ([Close]); a store never closes a client it was given.
 package stores
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
-	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/internal/schemes"
 )
 
@@ -43,16 +48,30 @@ type Store interface {
 // A Watcher is a Store that can tell when its document changes. Watch
 // returns a channel that receives after every change (changes may be
 // coalesced, and a signal may come for no change); it is closed when ctx
-// is done. Signals are a hint: a loader still polls, since a
-// subscription can drop unnoticed.
+// is done. Watch returns once it is watching (or has failed to start, the
+// store being down): a change made after it returns is signalled, unless
+// the connection drops meanwhile. Signals are a hint: a loader still
+// polls, since a subscription can drop unnoticed.
 type Watcher interface {
 	Watch(ctx context.Context) <-chan struct{}
 }
 
 // A Revisioner is a Store that can return its current revision more
-// cheaply than Read: a loader polls it and reads only on a change.
+// cheaply than Read: the revision Read would return, or "" if the store
+// holds no document. A loader polls it and reads only on a change.
 type Revisioner interface {
 	Revision(ctx context.Context) (string, error)
+}
+
+// Close releases what s holds (a client and its connections), if it holds
+// any: a Store that is an io.Closer is closed, others need nothing. Call
+// it on every store you opened, once done with it; a store built from a
+// client you made never closes that client.
+func Close(s Store) error {
+	if c, ok := s.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 var (
@@ -86,13 +105,14 @@ func TooLarge(name string, n int64) error {
 
 // Redact returns location as it may appear in an error, a log or output:
 // a file path as is, a URL without its password, a lone user name (often a
-// token), credential-like query values or any key value
-// (backends.Redact). Every Store's String is redacted the same way.
+// token), credential-like query values or any local KEK value in it (as
+// KEK URLs are in this module's errors). Every Store's String is redacted
+// the same way.
 func Redact(location string) string {
 	if !IsURL(location) {
 		return location
 	}
-	return backends.Redact(location)
+	return redact.URL(location)
 }
 
 // An Opener opens the store a URL names.
@@ -104,8 +124,12 @@ type Registry struct{ m schemes.Map[Opener] }
 // Default is the registry Open uses. It has the file store.
 var Default = new(Registry)
 
+// FileScheme is the file store's URL scheme (file:///abs/path), always
+// registered in Default. A location that is not a URL is a file path too.
+const FileScheme = "file"
+
 func init() {
-	Default.Register("file", func(_ context.Context, u *url.URL) (Store, error) {
+	Default.Register(FileScheme, func(_ context.Context, u *url.URL) (Store, error) {
 		if u.Host != "" {
 			return nil, fmt.Errorf("stores: %s: a file URL names no host (file:///abs/path)", Redact(u.String()))
 		}
@@ -115,6 +139,9 @@ func init() {
 
 // Register makes scheme open with o. It panics if the scheme is taken.
 func (r *Registry) Register(scheme string, o Opener) { r.m.Register("stores", scheme, o) }
+
+// Schemes lists the registered schemes, sorted.
+func (r *Registry) Schemes() []string { return r.m.Schemes() }
 
 // IsURL reports whether location names a store by URL (scheme://...)
 // rather than a file path.
@@ -135,7 +162,7 @@ func (r *Registry) Open(ctx context.Context, location string) (Store, error) {
 	}
 	o, ok := r.m.Lookup(u.Scheme)
 	if !ok {
-		return nil, fmt.Errorf("stores: keyset URL %s: no store for scheme %q (registered: %s)", Redact(location), u.Scheme, strings.Join(r.m.Schemes(), ", "))
+		return nil, fmt.Errorf("stores: keyset URL %s: no store for scheme %q (registered: %s)", Redact(location), u.Scheme, strings.Join(r.Schemes(), ", "))
 	}
 	return o(ctx, u)
 }

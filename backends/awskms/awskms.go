@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/backends/awskms"
 //
-//	kek, err := backends.Open(ctx, "awskms://alias/stateseal?region=eu-west-1")
+//	kek, err := backends.Open(ctx, "awskms://alias/stateseal?region=eu-west-1", nil)
 //
 // URL forms: awskms://KEY?region=R&endpoint=E, where KEY is a key id
 // (awskms://1234abcd-12ab-34cd-56ef-1234567890ab), an alias
@@ -20,8 +20,13 @@
 // limit a role to one keyset with a kms:EncryptionContext condition. The
 // KEK also implements backends.Generator with GenerateDataKey, so new data
 // keys are born inside KMS. Calls honour the context, retry throttling and
-// 5xx responses at most three times, and fail with the URL (credentials
-// redacted) in the error, never key material.
+// 5xx responses at most three times (with a client of their own; a
+// caller's client retries as it was configured to), and fail with the URL
+// (credentials redacted) in the error, never key material.
+//
+// A KEK is opened from a URL (backends.Open), with a client of its own
+// that its Close releases, or built by New from a *kms.Client the caller
+// made and keeps: Close then leaves the client alone.
 package awskms
 
 import (
@@ -41,6 +46,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -48,11 +54,32 @@ const Scheme = "awskms"
 
 func init() { backends.Default.Register(Scheme, Opener(nil)) }
 
-// Opener returns an opener for awskms URLs whose clients send requests
-// through hc (nil: the SDK's default client). Tests use it to count calls.
-func Opener(hc *http.Client) backends.Opener {
-	return func(ctx context.Context, u *url.URL, _ backends.OpenOptions) (backends.KEK, error) {
-		return open(ctx, u, hc)
+// Opener returns an opener for awskms URLs. With a nil client (what
+// backends.Default has), each KEK makes a client of its own from the AWS
+// configuration and the URL (region, endpoint), and its Close releases
+// it. With a client the caller made, every URL goes through that client
+// (built with New): only the key comes from the URL, a region that is not
+// the client's is refused, and so is an endpoint (the client says where
+// requests go); the KEKs' Close leaves the client alone.
+func Opener(client *kms.Client) backends.Opener {
+	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
+		key, q, err := parse(u)
+		if err != nil {
+			return nil, err
+		}
+		if client == nil {
+			return open(ctx, u, key, q)
+		}
+		name := redact.URL(u.String())
+		if r := q.Get("region"); r != "" && r != client.Options().Region {
+			return nil, fmt.Errorf("awskms: %s names region %s; the client given to awskms.Opener is for %q", name, r, client.Options().Region)
+		}
+		if q.Has("endpoint") {
+			return nil, fmt.Errorf("awskms: %s: endpoint is refused with a client given to awskms.Opener, which says where requests go", name)
+		}
+		k := New(client, key, nil)
+		k.url = name
+		return k, nil
 	}
 }
 
@@ -61,25 +88,59 @@ type KEK struct {
 	client *kms.Client
 	key    string
 	url    string // redacted, for errors
-	// own is the HTTP transport this KEK made (nil when the opener was
-	// given an *http.Client): Close releases its idle connections.
+	// own is the HTTP transport of the client this KEK made from a URL
+	// (nil when it was built from the caller's client): Close releases
+	// its idle connections.
 	own *http.Transport
 }
 
-var _ io.Closer = (*KEK)(nil)
+var (
+	_ backends.KEK       = (*KEK)(nil)
+	_ backends.Generator = (*KEK)(nil)
+	_ io.Closer          = (*KEK)(nil)
+)
 
-func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
+// Options configure a KEK built by New. There are none yet; nil is the
+// value to pass.
+type Options struct{}
+
+// New returns the KEK of keyID (a key id, an alias "alias/NAME", or a key
+// or alias ARN) through client, which the caller made and owns: its
+// region, credentials, endpoint, HTTP client and retries apply, and the
+// KEK's Close leaves it alone. o may be nil. Errors name the key as an
+// awskms URL with the client's region.
+func New(client *kms.Client, keyID string, o *Options) *KEK {
+	u := "awskms://" + keyID
+	if strings.HasPrefix(keyID, "arn:") {
+		u = "awskms:///" + keyID
+	}
+	if r := client.Options().Region; r != "" {
+		u += "?region=" + url.QueryEscape(r)
+	}
+	return &KEK{client: client, key: keyID, url: redact.URL(u)}
+}
+
+// parse returns the key a URL names and its query, refusing unknown
+// parameters.
+func parse(u *url.URL) (string, url.Values, error) {
 	key := strings.TrimPrefix(u.Host+u.Path, "/")
-	name := backends.Redact(u.String())
+	name := redact.URL(u.String())
 	if key == "" {
-		return nil, fmt.Errorf("awskms: %s names no key (awskms://KEY-ID, awskms://alias/NAME or awskms:///ARN)", name)
+		return "", nil, fmt.Errorf("awskms: %s names no key (awskms://KEY-ID, awskms://alias/NAME or awskms:///ARN)", name)
 	}
 	q := u.Query()
 	for k := range q {
 		if k != "region" && k != "endpoint" {
-			return nil, fmt.Errorf("awskms: %s: unknown parameter %q (region, endpoint)", name, k)
+			return "", nil, fmt.Errorf("awskms: %s: unknown parameter %q (region, endpoint)", name, k)
 		}
 	}
+	return key, q, nil
+}
+
+// open makes a KEK with a client of its own, from the AWS configuration
+// and the URL's region and endpoint.
+func open(ctx context.Context, u *url.URL, key string, q url.Values) (*KEK, error) {
+	name := redact.URL(u.String())
 	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(3)}
 	if r := q.Get("region"); r != "" {
 		opts = append(opts, config.WithRegion(r))
@@ -88,22 +149,20 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	if err != nil {
 		return nil, fmt.Errorf("awskms: %s: loading the AWS configuration: %w", name, err)
 	}
+	// A transport of this KEK's own, with the settings the configuration
+	// gave the SDK's client (AWS_CA_BUNDLE, timeouts), so that Close can
+	// release its connections: the SDK's client hides the transport it
+	// builds, whose idle connections (two goroutines each) would stay
+	// until they time out.
 	var own *http.Transport
-	if hc == nil {
-		// A transport of this KEK's own, with the settings the
-		// configuration gave the SDK's client (AWS_CA_BUNDLE, timeouts),
-		// so that Close can release its connections: the SDK's client
-		// hides the transport it builds, whose idle connections (two
-		// goroutines each) would stay until they time out.
-		if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
-			own = bc.GetTransport()
-		} else {
-			own = awshttp.NewBuildableClient().GetTransport()
-		}
-		hc = &http.Client{Transport: own, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // as the SDK's client: redirects are answers
-		}}
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		own = bc.GetTransport()
+	} else {
+		own = awshttp.NewBuildableClient().GetTransport()
 	}
+	hc := &http.Client{Transport: own, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // as the SDK's client: redirects are answers
+	}}
 	client := kms.NewFromConfig(cfg, func(o *kms.Options) {
 		if e := q.Get("endpoint"); e != "" {
 			o.BaseEndpoint = aws.String(e)
@@ -113,9 +172,10 @@ func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
 	return &KEK{client: client, key: key, url: name, own: own}, nil
 }
 
-// Close releases the KEK's idle connections. Calls in flight finish; the
-// KEK is not used after Close. A KEK whose opener was given an HTTP client
-// leaves that client alone: its owner closes it.
+// Close releases the idle connections of a client the KEK made from a
+// URL. Calls in flight finish; the KEK is not used after Close. A KEK
+// built from the caller's client (New, or Opener with a client) leaves
+// that client alone: its owner closes it.
 func (k *KEK) Close() error {
 	if k.own != nil {
 		k.own.CloseIdleConnections()

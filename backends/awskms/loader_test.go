@@ -3,6 +3,7 @@ package awskms_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -12,8 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/backends/awskms"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -41,7 +47,8 @@ func (tr *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // fixture is a keyset under an AWS KMS key in local-kms, opened through a
-// registry whose client counts its requests.
+// registry whose KEKs use a client the test made, which counts its
+// requests.
 type fixture struct {
 	path string
 	kek  string // the KEK URL every loader is configured with
@@ -52,9 +59,16 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	l := testservers.StartLocalKMS(t, "")
-	url := (&harness{kms: l}).NewKey(context.Background(), t)
+	url := fmt.Sprintf("awskms://%s?region=%s", createKey(context.Background(), t, l), l.Region)
 	f := &fixture{path: filepath.Join(t.TempDir(), "keyset.json"), kek: url, tr: &transport{}, reg: new(backends.Registry)}
-	f.reg.Register(awskms.Scheme, awskms.Opener(&http.Client{Transport: f.tr}))
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(l.Region))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kms.NewFromConfig(cfg, func(o *kms.Options) {
+		o.BaseEndpoint, o.HTTPClient = aws.String(l.Endpoint()), &http.Client{Transport: f.tr}
+	})
+	f.reg.Register(awskms.Scheme, awskms.Opener(c))
 	f.ro = &rotation.Options{KEK: url, Backends: f.reg, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := rotation.Init(context.Background(), f.path, url, keyring.AEAD, keyring.DefaultPolicy(), f.ro); err != nil {
 		t.Fatal(err)
@@ -144,7 +158,7 @@ func TestKMSUnreachable(t *testing.T) {
 	ks, _ := keyset.ReadFile(context.Background(), f.path)
 	f.tr.down.Store(true)
 	_, _, err := keyset.Load(ctx, f.path, &keyset.LoadOptions{KEK: f.kek, Backends: f.reg})
-	if err == nil || !strings.Contains(err.Error(), backends.Redact(ks.KEK)) || !errors.Is(err, errPartition) {
+	if err == nil || !strings.Contains(err.Error(), redact.URL(ks.KEK)) || !errors.Is(err, errPartition) {
 		t.Fatalf("load with the KMS unreachable: %v", err)
 	}
 	f.tr.down.Store(false)

@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/backends/gcpkms"
 //
-//	kek, err := backends.Open(ctx, "gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K")
+//	kek, err := backends.Open(ctx, "gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K", nil)
 //
 // The URL is the crypto key's resource name after "gcpkms://". Encrypt
 // uses the key's primary version; Decrypt finds the version in the
@@ -20,8 +20,10 @@
 // stored. Calls honour the context; the client's retries cover transient
 // errors. Errors name the URL, never key material.
 //
-// Each KEK has its own client and gRPC connection: open one per URL, keep
-// it, and Close it when done.
+// A KEK opened from a URL has its own client and gRPC connection: open one
+// per URL, keep it, and Close it when done. New builds a KEK from a
+// *kms.KeyManagementClient the caller made and keeps; its Close leaves
+// the client open.
 package gcpkms
 
 import (
@@ -46,18 +48,36 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // Scheme is the URL scheme this package registers.
 const Scheme = "gcpkms"
 
-func init() { backends.Default.Register(Scheme, Opener()) }
+func init() { backends.Default.Register(Scheme, Opener(nil)) }
 
-// Opener returns an opener for gcpkms URLs whose clients get opts after
-// the ones the URL implies.
-func Opener(opts ...option.ClientOption) backends.Opener {
-	return func(ctx context.Context, u *url.URL, _ backends.OpenOptions) (backends.KEK, error) {
-		return open(ctx, u, opts)
+// Opener returns an opener for gcpkms URLs. With a nil client (what
+// backends.Default has), each KEK makes a client of its own, and a gRPC
+// connection, from the URL (endpoint, insecure) and Application Default
+// Credentials, and its Close closes them. With a client the caller made,
+// every URL goes through that client (built with New): only the key's name
+// comes from the URL, endpoint and insecure are refused (the client says
+// where requests go and how), and the KEKs' Close leaves the client open.
+func Opener(client *kms.KeyManagementClient) backends.Opener {
+	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
+		name, q, err := parse(u)
+		if err != nil {
+			return nil, err
+		}
+		if client == nil {
+			return open(ctx, u, name, q)
+		}
+		if len(q) != 0 {
+			return nil, fmt.Errorf("gcpkms: %s: endpoint and insecure are refused with a client given to gcpkms.Opener, which says where requests go", redact.URL(u.String()))
+		}
+		k := New(client, name, nil)
+		k.url = redact.URL(u.String())
+		return k, nil
 	}
 }
 
@@ -66,22 +86,51 @@ type KEK struct {
 	client *kms.KeyManagementClient
 	name   string // projects/P/locations/L/keyRings/R/cryptoKeys/K
 	url    string // redacted, for errors
+	own    bool   // the KEK made client: Close closes it
 }
 
-func open(ctx context.Context, u *url.URL, extra []option.ClientOption) (*KEK, error) {
+var (
+	_ backends.KEK = (*KEK)(nil)
+	_ io.Closer    = (*KEK)(nil)
+)
+
+// Options configure a KEK built by New. There are none yet; nil is the
+// value to pass.
+type Options struct{}
+
+// New returns the KEK of the crypto key name
+// (projects/P/locations/L/keyRings/R/cryptoKeys/K) through client, which
+// the caller made and owns: its endpoint, credentials and connection
+// apply, and the KEK's Close leaves it open. Each call retries transient
+// errors at most twice, as a KEK opened from a URL does, whatever the
+// client's own call options say. o may be nil. Errors name the key as a
+// gcpkms URL.
+func New(client *kms.KeyManagementClient, name string, o *Options) *KEK {
+	return &KEK{client: client, name: name, url: redact.URL("gcpkms://" + name)}
+}
+
+// parse returns the crypto key's name a URL holds and its query, refusing
+// other forms and unknown parameters.
+func parse(u *url.URL) (string, url.Values, error) {
 	name := strings.TrimPrefix(u.Host+u.Path, "/")
-	redacted := backends.Redact(u.String())
+	redacted := redact.URL(u.String())
 	parts := strings.Split(name, "/")
 	if len(parts) != 8 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "keyRings" || parts[6] != "cryptoKeys" {
-		return nil, fmt.Errorf("gcpkms: %s is not gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K", redacted)
+		return "", nil, fmt.Errorf("gcpkms: %s is not gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K", redacted)
 	}
 	q := u.Query()
-	var opts []option.ClientOption
 	for k := range q {
 		if k != "endpoint" && k != "insecure" {
-			return nil, fmt.Errorf("gcpkms: %s: unknown parameter %q (endpoint, insecure)", redacted, k)
+			return "", nil, fmt.Errorf("gcpkms: %s: unknown parameter %q (endpoint, insecure)", redacted, k)
 		}
 	}
+	return name, q, nil
+}
+
+// open makes a KEK with a client of its own.
+func open(ctx context.Context, u *url.URL, name string, q url.Values) (*KEK, error) {
+	redacted := redact.URL(u.String())
+	var opts []option.ClientOption
 	if e := q.Get("endpoint"); e != "" {
 		opts = append(opts, option.WithEndpoint(e))
 	}
@@ -93,17 +142,17 @@ func open(ctx context.Context, u *url.URL, extra []option.ClientOption) (*KEK, e
 		opts = append(opts, option.WithoutAuthentication(),
 			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	}
-	client, err := kms.NewKeyManagementClient(ctx, append(opts, extra...)...)
+	client, err := kms.NewKeyManagementClient(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gcpkms %s: %w", redacted, err)
 	}
-	// The library retries Unavailable until the context's deadline; a
-	// server that is down should fail in a second, not hold a reload.
-	retry := gax.WithRetry(func() gax.Retryer { return &bounded{left: 2} })
-	client.CallOptions.Encrypt = []gax.CallOption{retry}
-	client.CallOptions.Decrypt = []gax.CallOption{retry}
-	return &KEK{client: client, name: name, url: redacted}, nil
+	return &KEK{client: client, name: name, url: redacted, own: true}, nil
 }
+
+// retry is every call's retry policy, whoever made the client: the
+// library retries Unavailable until the context's deadline, and a server
+// that is down should fail in a second, not hold a reload.
+var retry = gax.WithRetry(func() gax.Retryer { return &bounded{left: 2} })
 
 // bounded retries transient errors at most left more times, backing off.
 type bounded struct {
@@ -125,11 +174,16 @@ func (b *bounded) Retry(err error) (time.Duration, bool) {
 	return b.pause, true
 }
 
-var _ io.Closer = (*KEK)(nil)
-
-// Close closes the KEK's client and its gRPC connections, whose goroutines
-// stay until then. The KEK is not used after Close.
-func (k *KEK) Close() error { return k.client.Close() }
+// Close closes the client and gRPC connections the KEK made from a URL,
+// whose goroutines stay until then. A KEK built from the caller's client
+// (New, or Opener with a client) leaves it open: its owner closes it. The
+// KEK is not used after Close.
+func (k *KEK) Close() error {
+	if k.own {
+		return k.client.Close()
+	}
+	return nil
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -142,7 +196,7 @@ func (k *KEK) Wrap(ctx context.Context, plaintext, associatedData []byte) ([]byt
 	resp, err := k.client.Encrypt(ctx, &kmspb.EncryptRequest{
 		Name: k.name, Plaintext: plaintext, PlaintextCrc32C: crc(plaintext),
 		AdditionalAuthenticatedData: associatedData, AdditionalAuthenticatedDataCrc32C: crc(associatedData),
-	})
+	}, retry)
 	if err != nil {
 		return nil, k.fail("Encrypt", err)
 	}
@@ -160,7 +214,7 @@ func (k *KEK) Unwrap(ctx context.Context, wrapped, associatedData []byte) ([]byt
 	resp, err := k.client.Decrypt(ctx, &kmspb.DecryptRequest{
 		Name: k.name, Ciphertext: wrapped, CiphertextCrc32C: crc(wrapped),
 		AdditionalAuthenticatedData: associatedData, AdditionalAuthenticatedDataCrc32C: crc(associatedData),
-	})
+	}, retry)
 	if err != nil {
 		return nil, k.fail("Decrypt", err)
 	}

@@ -1,9 +1,17 @@
 // Package kektest is the conformance suite every KEK backend passes, the
 // way gocloud.dev's drivertest is for its providers: one suite, run against
-// each backend by a small harness in that backend's tests.
+// each backend by a small harness in that backend's tests. It tests the
+// backends.KEK contract only (wrap, unwrap, associated data, errors,
+// contexts, outages, key versions, generated keys, Close); what keysets,
+// loaders and rotation do with KEKs is tested in their own packages.
 //
-// A backend's test calls [Run] with a [Harness] that makes keys in a real
-// server (or the test server standing in for one) and can stop it.
+// A backend's tests call [Run] with a [Harness] twice: once opening URLs
+// with the backend's own clients (backends.Default, or any registry with
+// the backend's default opener), once opening them through a client the
+// test made (a registry with the backend's Opener(client), which builds
+// each KEK with the backend's New). The second run checks that a KEK built
+// from a caller's client never closes it. storetest's Harness has the same
+// shape for keyset stores.
 package kektest
 
 import (
@@ -17,31 +25,42 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
-// A Harness gives the suite keys of one backend.
+// A Harness gives the suite keys of one backend and the registry that
+// opens them. Every method is required.
 type Harness interface {
-	// Registry opens the backend's URLs: usually backends.Default, or a
-	// registry with test client options.
+	// Registry opens the URLs the harness returns: backends.Default, or a
+	// registry whose opener uses a client the test made.
 	Registry() *backends.Registry
 	// NewKey creates a new key in the server and returns its KEK URL.
 	NewKey(ctx context.Context, t *testing.T) string
 	// RotatableKey returns a key and a function that makes a new version
 	// of it inside the server, so that new wraps use it while old ones
-	// still unwrap; ok is false if the backend has no key versions.
+	// still unwrap; ok is false if the backend has no key versions (or the
+	// harness cannot reach one that rotates).
 	RotatableKey(ctx context.Context, t *testing.T) (url string, rotate func(), ok bool)
-	// StoppedURL returns the URL of a key whose server is not running.
-	StoppedURL(ctx context.Context, t *testing.T) string
+	// Stop makes the server unreachable, and Start brings it back on the
+	// same address with its keys; Stop returns false for a backend with
+	// no server (local), and then Start is not called.
+	Stop(t *testing.T) (ok bool)
+	Start(t *testing.T)
 }
+
+// closeCycles is how many times CloseReleases opens, uses and closes a
+// KEK: enough to show a leak of one goroutine per open many times over
+// the slack, few enough for AWS, where each open loads the configuration.
+const closeCycles = 200
 
 // Run runs the suite against h.
 func Run(t *testing.T, h Harness) {
 	ctx := context.Background()
 	open := func(t *testing.T, url string) backends.KEK {
 		t.Helper()
-		k, err := h.Registry().Open(ctx, url)
+		k, err := h.Registry().Open(ctx, url, nil)
 		if err != nil {
-			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
+			t.Fatalf("Open(%s): %v", redact.URL(url), err)
 		}
 		t.Cleanup(func() { backends.Close(k) })
 		return k
@@ -101,49 +120,28 @@ func Run(t *testing.T, h Harness) {
 	})
 	t.Run("Cancelled", func(t *testing.T) {
 		k := open(t, h.NewKey(ctx, t))
+		w, err := k.Wrap(ctx, secret, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
 		c, cancel := context.WithCancel(ctx)
 		cancel()
 		start := time.Now()
-		_, err := k.Wrap(c, secret, ad)
-		if err == nil && !local(h) {
-			t.Error("Wrap with a cancelled context succeeded")
+		if _, err := k.Wrap(c, secret, ad); !errors.Is(err, context.Canceled) {
+			t.Errorf("Wrap with a cancelled context: %v, want context.Canceled", err)
 		}
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled: %v, want context.Canceled", err)
+		if _, err := k.Unwrap(c, w, ad); !errors.Is(err, context.Canceled) {
+			t.Errorf("Unwrap with a cancelled context: %v, want context.Canceled", err)
 		}
 		if d := time.Since(start); d > time.Second {
-			t.Errorf("a cancelled call took %v", d)
+			t.Errorf("cancelled calls took %v", d)
 		}
 	})
-	t.Run("Stopped", func(t *testing.T) {
-		url := h.StoppedURL(ctx, t)
-		if url == "" {
-			t.Skip("the backend has no server")
-		}
-		c, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		start := time.Now()
-		k, err := h.Registry().Open(c, url)
-		if err == nil {
-			_, err = k.Wrap(c, secret, ad)
-		}
-		if err == nil {
-			t.Fatal("Wrap against a stopped server succeeded")
-		}
-		if !strings.Contains(err.Error(), backends.Redact(url)) {
-			t.Errorf("the error does not name the URL %s: %v", backends.Redact(url), err)
-		}
-		if bytes.Contains([]byte(err.Error()), secret[:8]) {
-			t.Error("the error holds key material")
-		}
-		if d := time.Since(start); d > 15*time.Second {
-			t.Errorf("a stopped server took %v to fail", d)
-		}
-	})
+	t.Run("Outage", func(t *testing.T) { outage(t, h, secret, ad) })
 	t.Run("ServerSideRotation", func(t *testing.T) {
 		url, rotate, ok := h.RotatableKey(ctx, t)
 		if !ok {
-			t.Skip("the backend has no key versions")
+			t.Skip("the backend (or this harness) has no key versions")
 		}
 		k := open(t, url)
 		old, err := k.Wrap(ctx, secret, ad)
@@ -163,6 +161,34 @@ func Run(t *testing.T, h Harness) {
 			if got, err := k.Unwrap(ctx, w, ad); err != nil || !bytes.Equal(got, secret) {
 				t.Errorf("wrapped %s the rotation: %x, %v", name, got, err)
 			}
+		}
+	})
+	t.Run("CloseLeavesOthers", func(t *testing.T) {
+		// Two KEKs of one key, from one registry, share whatever the
+		// backend shares (a Vault session, a caller's client): closing one
+		// must leave the other, and the next one opened, working.
+		url := h.NewKey(ctx, t)
+		a, err := h.Registry().Open(ctx, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := open(t, url)
+		w, err := a.Wrap(ctx, secret, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := a.(io.Closer)
+		if !ok {
+			t.Fatalf("%T is not an io.Closer", a)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if got, err := b.Unwrap(ctx, w, ad); err != nil || !bytes.Equal(got, secret) {
+			t.Fatalf("another KEK of the key, after the first was closed: Unwrap = %x, %v", got, err)
+		}
+		if _, err := open(t, url).Wrap(ctx, secret, ad); err != nil {
+			t.Fatalf("a KEK opened after another was closed: %v", err)
 		}
 	})
 	t.Run("CloseReleases", func(t *testing.T) {
@@ -195,9 +221,80 @@ func Run(t *testing.T, h Harness) {
 	})
 }
 
-// closeCycles is how many times CloseReleases opens, uses and closes a
-// KEK, unless the harness says otherwise (CloseCycles() int).
-const closeCycles = 1000
+// outage stops the server under an open KEK. Calls fail within seconds,
+// naming the URL, without key material, and never as ErrUnwrap (an outage
+// is not a bad ciphertext); a KEK opened meanwhile fails the same way.
+// Once the server is back, the same KEK works again: a loader keeps its
+// KEKs open across outages.
+func outage(t *testing.T, h Harness, secret, ad []byte) {
+	ctx := context.Background()
+	url := h.NewKey(ctx, t)
+	k, err := h.Registry().Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backends.Close(k)
+	w, err := k.Wrap(ctx, secret, ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Stop(t) {
+		t.Skip("the backend has no server")
+	}
+	up := false
+	defer func() {
+		if !up {
+			h.Start(t)
+		}
+	}()
+	check := func(what string, err error, start time.Time) {
+		t.Helper()
+		switch {
+		case err == nil:
+			t.Errorf("%s with the server stopped succeeded", what)
+		case errors.Is(err, backends.ErrUnwrap):
+			t.Errorf("%s with the server stopped: %v, which says the ciphertext is bad", what, err)
+		case !strings.Contains(err.Error(), redact.URL(url)):
+			t.Errorf("%s: the error does not name the URL %s: %v", what, redact.URL(url), err)
+		case bytes.Contains([]byte(err.Error()), secret[:8]):
+			t.Errorf("%s: the error holds key material", what)
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("%s with the server stopped took %v to fail", what, d)
+		}
+	}
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = k.Wrap(c, secret, ad)
+	check("Wrap", err, start)
+	start = time.Now()
+	_, err = k.Unwrap(c, w, ad)
+	check("Unwrap", err, start)
+	start = time.Now()
+	if k2, err := h.Registry().Open(c, url, nil); err != nil {
+		check("Open", err, start)
+	} else {
+		_, err = k2.Wrap(c, secret, ad)
+		check("Wrap with a KEK opened while the server was stopped", err, start)
+		backends.Close(k2)
+	}
+
+	h.Start(t)
+	up = true
+	// Clients reconnect with backoff: wait for the condition, not a time.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := k.Unwrap(ctx, w, ad)
+		if err == nil && bytes.Equal(got, secret) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the KEK did not work again within 30 s of the server's return: %x, %v", got, err)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
 
 // closeReleases opens a KEK, wraps and unwraps with it, and closes it, n
 // times, and requires the goroutine count to come back to where it was
@@ -205,14 +302,10 @@ const closeCycles = 1000
 // connection or a login per open leaks.
 func closeReleases(t *testing.T, h Harness, url string, secret, ad []byte) {
 	ctx := context.Background()
-	n := closeCycles
-	if c, ok := h.(interface{ CloseCycles() int }); ok {
-		n = c.CloseCycles()
-	}
 	cycle := func() {
-		k, err := h.Registry().Open(ctx, url)
+		k, err := h.Registry().Open(ctx, url, nil)
 		if err != nil {
-			t.Fatalf("Open(%s): %v", backends.Redact(url), err)
+			t.Fatalf("Open(%s): %v", redact.URL(url), err)
 		}
 		w, err := k.Wrap(ctx, secret, ad)
 		if err != nil {
@@ -234,7 +327,7 @@ func closeReleases(t *testing.T, h Harness, url string, secret, ad []byte) {
 	cycle()
 	before := runtime.NumGoroutine()
 	start := time.Now()
-	for range n {
+	for range closeCycles {
 		cycle()
 	}
 	took := time.Since(start)
@@ -250,17 +343,10 @@ func closeReleases(t *testing.T, h Harness, url string, secret, ad []byte) {
 		after = runtime.NumGoroutine()
 	}
 	t.Logf("%d open/wrap/unwrap/close cycles in %v: goroutines %d before, %d right after, %d settled",
-		n, took.Round(time.Millisecond), before, peak, after)
+		closeCycles, took.Round(time.Millisecond), before, peak, after)
 	if after > before+slack {
 		buf := make([]byte, 1<<16)
 		buf = buf[:runtime.Stack(buf, true)]
-		t.Fatalf("goroutines went from %d to %d after %d cycles and did not come back within 15 s:\n%s", before, after, n, buf)
+		t.Fatalf("goroutines went from %d to %d after %d cycles and did not come back within 15 s:\n%s", before, after, closeCycles, buf)
 	}
-}
-
-// local reports a harness whose KEK makes no network call, so a cancelled
-// context need not fail it.
-func local(h Harness) bool {
-	l, ok := h.(interface{ Local() bool })
-	return ok && l.Local()
 }

@@ -1,11 +1,21 @@
 package vault
 
-import "time"
+import (
+	"context"
+	"net/http"
+	"net/url"
 
-// SetRelogin403 sets how old a login must be before a 403 makes a new one,
-// and returns the function that restores it.
-func SetRelogin403(d time.Duration) func() {
-	old := relogin403
-	relogin403 = d
-	return func() { relogin403 = old }
+	"github.com/stateseal/stateseal/backends"
+)
+
+// OpenerHTTP is Opener(nil) whose session sends requests through hc, so
+// that tests can count them (logins among them).
+func OpenerHTTP(hc *http.Client) backends.Opener {
+	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
+		mount, name, err := parse(u)
+		if err != nil {
+			return nil, err
+		}
+		return open(ctx, u, mount, name, hc)
+	}
 }

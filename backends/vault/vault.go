@@ -3,7 +3,7 @@
 //
 //	import _ "github.com/stateseal/stateseal/backends/vault"
 //
-//	kek, err := backends.Open(ctx, "vault://transit/keys/stateseal")
+//	kek, err := backends.Open(ctx, "vault://transit/keys/stateseal", nil)
 //
 // The URL is vault://MOUNT/keys/NAME: the transit mount (which may hold
 // slashes) and the key's name. The server and credentials come from the
@@ -11,9 +11,11 @@
 // VAULT_NAMESPACE and VAULT_TOKEN; or, for AppRole, VAULT_ROLE_ID and
 // VAULT_SECRET_ID (with VAULT_APPROLE_MOUNT if the auth method is not
 // mounted at approle/). A process makes one client per configuration (a
-// [Session]), logged in once, that every KEK and vault-kv store with that
+// session), logged in once, that every KEK and vault-kv store with that
 // configuration shares: opening a KEK again makes no new client,
-// connection or login. A KEK's Close gives the session back.
+// connection or login. A KEK's Close gives its share of the session back.
+// New builds a KEK from an *api.Client the caller made and keeps logged
+// in; its Close leaves the client alone.
 //
 // Wrap is transit encrypt and Unwrap transit decrypt, each with the
 // associated data as associated_data, so the key must be of an AEAD type
@@ -35,13 +37,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/hashicorp/vault/api"
-	"github.com/hashicorp/vault/api/auth/approle"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
+	"github.com/stateseal/stateseal/internal/vaultclient"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -49,67 +51,73 @@ const Scheme = "vault"
 
 func init() { backends.Default.Register(Scheme, Opener(nil)) }
 
-// Opener returns an opener for vault URLs whose clients send requests
-// through hc (nil: the Vault client's own). Tests use it to count calls.
-func Opener(hc *http.Client) backends.Opener {
-	return func(ctx context.Context, u *url.URL, _ backends.OpenOptions) (backends.KEK, error) {
-		return open(ctx, u, hc)
+// Opener returns an opener for vault URLs. With a nil client (what
+// backends.Default has), KEKs use the process's session for the VAULT_*
+// environment, logged in once, and a KEK's Close gives its share back.
+// With a client the caller made, every URL goes through that client
+// (built with New), which the caller keeps logged in, and the KEKs'
+// Close leaves it alone.
+func Opener(client *api.Client) backends.Opener {
+	return func(ctx context.Context, u *url.URL, _ *backends.OpenOptions) (backends.KEK, error) {
+		mount, name, err := parse(u)
+		if err != nil {
+			return nil, err
+		}
+		if client == nil {
+			return open(ctx, u, mount, name, nil)
+		}
+		k := New(client, mount, name, nil)
+		k.url = redact.URL(u.String())
+		return k, nil
 	}
 }
 
 // A KEK is a transit key.
 type KEK struct {
-	s           *Session
+	s           *vaultclient.Session
 	mount, name string
 	url         string // redacted, for errors
 }
 
-var _ io.Closer = (*KEK)(nil)
+var (
+	_ backends.KEK       = (*KEK)(nil)
+	_ backends.Generator = (*KEK)(nil)
+	_ io.Closer          = (*KEK)(nil)
+)
 
-// Close gives the KEK's session back (see Session.Close). The KEK is not
-// used after Close.
-func (k *KEK) Close() error { return k.s.Close() }
+// Options configure a KEK built by New. There are none yet; nil is the
+// value to pass.
+type Options struct{}
 
-// Client returns a new Vault client configured from the environment,
-// logged in with AppRole when VAULT_ROLE_ID is set. Each call makes a
-// client and logs in: KEKs and stores share a Session instead.
-func Client(ctx context.Context, hc *http.Client) (*api.Client, error) {
-	cfg := api.DefaultConfig() // VAULT_ADDR, VAULT_CACERT, ...
-	if cfg.Error != nil {
-		return nil, cfg.Error
-	}
-	if hc != nil {
-		cfg.HttpClient = hc
-	}
-	cfg.MaxRetries = 2
-	c, err := api.NewClient(cfg) // VAULT_TOKEN, VAULT_NAMESPACE
-	if err != nil {
-		return nil, err
-	}
-	if role := os.Getenv("VAULT_ROLE_ID"); role != "" {
-		var opts []approle.LoginOption
-		if m := os.Getenv("VAULT_APPROLE_MOUNT"); m != "" {
-			opts = append(opts, approle.WithMountPath(m))
-		}
-		auth, err := approle.NewAppRoleAuth(role, &approle.SecretID{FromEnv: "VAULT_SECRET_ID"}, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("approle: %w", err)
-		}
-		if _, err := c.Auth().Login(ctx, auth); err != nil {
-			return nil, fmt.Errorf("approle login: %w", err)
-		}
-	}
-	return c, nil
+// New returns the KEK of the transit key name under mount ("transit")
+// through client, which the caller made, logged in and owns: its address,
+// token, namespace, TLS and retries apply, and the KEK's Close leaves it
+// alone. o may be nil. Errors name the key as a vault URL.
+func New(client *api.Client, mount, name string, o *Options) *KEK {
+	return &KEK{s: vaultclient.Borrow(client), mount: mount, name: name,
+		url: redact.URL("vault://" + mount + "/keys/" + name)}
 }
 
-func open(ctx context.Context, u *url.URL, hc *http.Client) (*KEK, error) {
-	redacted := backends.Redact(u.String())
+// Close gives the KEK's share of the session back; a KEK built from the
+// caller's client (New, or Opener with a client) leaves the client alone.
+// The KEK is not used after Close.
+func (k *KEK) Close() error { return k.s.Close() }
+
+// parse returns the mount and key name of a vault URL.
+func parse(u *url.URL) (mount, name string, err error) {
 	full := strings.Trim(u.Host+u.Path, "/")
 	mount, name, ok := strings.Cut(full, "/keys/")
 	if !ok || mount == "" || name == "" || strings.Contains(name, "/") || u.RawQuery != "" {
-		return nil, fmt.Errorf("vault: %s is not vault://MOUNT/keys/NAME", redacted)
+		return "", "", fmt.Errorf("vault: %s is not vault://MOUNT/keys/NAME", redact.URL(u.String()))
 	}
-	sess, err := OpenSession(ctx, hc)
+	return mount, name, nil
+}
+
+// open makes a KEK on the session of the environment's configuration and
+// hc (nil: the Vault client's own HTTP client).
+func open(ctx context.Context, u *url.URL, mount, name string, hc *http.Client) (*KEK, error) {
+	redacted := redact.URL(u.String())
+	sess, err := vaultclient.Open(ctx, hc)
 	if err != nil {
 		return nil, fmt.Errorf("vault %s: %w", redacted, err)
 	}
@@ -191,7 +199,7 @@ func (k *KEK) decode(op string, s *api.Secret) ([]byte, error) {
 // failed" (or "invalid ciphertext"): that is backends.ErrUnwrap.
 func (k *KEK) fail(op string, err error) error {
 	var re *api.ResponseError
-	var le *LoginError
+	var le *vaultclient.LoginError
 	if errors.As(err, &le) {
 		return fmt.Errorf("vault %s: %s: %w", k.url, op, err)
 	}

@@ -18,15 +18,18 @@ import (
 	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/backends/vault"
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/internal/vaultclient"
 )
 
+// harness opens vault URLs with the backend's own session
+// (backends.Default), the server and token from the environment.
 type harness struct {
 	v      *testservers.Vault
-	client *api.Client
+	client *api.Client // root
 }
 
-func newHarness(t *testing.T) *harness {
-	v := testservers.StartVault(t)
+// newHarness sets the test's Vault environment for v and mounts transit.
+func newHarness(t *testing.T, v *testservers.Vault) *harness {
 	v.Env(t)
 	c, err := api.NewClient(&api.Config{Address: v.URL()})
 	if err != nil {
@@ -65,22 +68,64 @@ func (h *harness) RotatableKey(ctx context.Context, t *testing.T) (string, func(
 	}, true
 }
 
-// StoppedURL points VAULT_ADDR, for this subtest, at a port nothing
-// listens on.
-func (h *harness) StoppedURL(ctx context.Context, t *testing.T) string {
-	t.Setenv("VAULT_ADDR", fmt.Sprintf("http://127.0.0.1:%d", testservers.FreePort(t)))
-	return "vault://transit/keys/stopped"
+func (h *harness) Stop(*testing.T) bool { h.v.Stop(); return true }
+func (h *harness) Start(*testing.T)     { h.v.Resume() }
+
+// clientHarness opens vault URLs through a client the test made
+// (vault.Opener(client), which builds each KEK with vault.New).
+type clientHarness struct {
+	*harness
+	reg *backends.Registry
 }
 
+func (h *clientHarness) Registry() *backends.Registry { return h.reg }
+
+// TestConformance runs the suite against a Vault server that keeps its
+// data (so that it comes back from a stop with its keys), with the
+// backend's own session and with KEKs built from the test's client.
 func TestConformance(t *testing.T) {
-	kektest.Run(t, newHarness(t))
+	h := newHarness(t, testservers.StartVaultServer(t))
+	t.Run("URL", func(t *testing.T) { kektest.Run(t, h) })
+	t.Run("Client", func(t *testing.T) {
+		c, err := api.NewClient(&api.Config{Address: h.v.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetToken(h.v.Token)
+		ch := &clientHarness{harness: h, reg: new(backends.Registry)}
+		ch.reg.Register(vault.Scheme, vault.Opener(c))
+		kektest.Run(t, ch)
+	})
+}
+
+// TestNew: a KEK built by New from a caller's client names the key in its
+// errors, and its Close leaves the client alone.
+func TestNew(t *testing.T) {
+	h := newHarness(t, testservers.StartVault(t))
+	ctx := context.Background()
+	url := h.NewKey(ctx, t)
+	n := url[strings.LastIndex(url, "/")+1:]
+	k := vault.New(h.client, "transit", n, nil)
+	w, err := k.Wrap(ctx, []byte("0123456789abcdef0123456789abcdef"), []byte("ad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Unwrap(ctx, w, []byte("other")); !errors.Is(err, backends.ErrUnwrap) || !strings.Contains(err.Error(), url) {
+		t.Errorf("Unwrap under other associated data: %v", err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Logical().Read("transit/keys/" + n); err != nil {
+		t.Fatalf("the caller's client after the KEK's Close: %v", err)
+	}
 }
 
 // TestLeastPrivilegeAppRole logs in with AppRole under the policy
 // docs/BACKENDS.md gives: encrypt, decrypt and datakey on one transit key.
 // The KEK works on that key and is refused on another.
 func TestLeastPrivilegeAppRole(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, testservers.StartVault(t))
 	ctx := context.Background()
 	url := h.NewKey(ctx, t)
 	n := url[strings.LastIndex(url, "/")+1:]
@@ -90,7 +135,7 @@ path "transit/decrypt/%[1]s" { capabilities = ["update"] }
 path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 `, n)
 	h.appRole(t, policy, nil)
-	k, err := backends.Open(ctx, url)
+	k, err := backends.Open(ctx, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +152,7 @@ path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 	} else if _, _, err := g.GenerateKey(ctx, 32, []byte("ad")); err != nil {
 		t.Fatalf("GenerateKey under the policy: %v", err)
 	}
-	ko, err := backends.Open(ctx, other)
+	ko, err := backends.Open(ctx, other, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +162,7 @@ path "transit/datakey/plaintext/%[1]s" { capabilities = ["update"] }
 		t.Fatalf("another key under the policy: %v, want 403", err)
 	}
 	t.Setenv("VAULT_SECRET_ID", "wrong")
-	if _, err := backends.Open(ctx, url); err == nil || !strings.Contains(err.Error(), "approle") {
+	if _, err := backends.Open(ctx, url, nil); err == nil || !strings.Contains(err.Error(), "approle") {
 		t.Fatalf("a wrong secret id: %v", err)
 	}
 }
@@ -172,7 +217,7 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 // counted is a registry whose vault KEKs send requests through c.
 func counted(c *counter) *backends.Registry {
 	reg := new(backends.Registry)
-	reg.Register(vault.Scheme, vault.Opener(&http.Client{Transport: c}))
+	reg.Register(vault.Scheme, vault.OpenerHTTP(&http.Client{Transport: c}))
 	return reg
 }
 
@@ -180,7 +225,7 @@ func counted(c *counter) *backends.Registry {
 // times under AppRole logs in once: the process keeps one session per
 // configuration, not one per open.
 func TestAppRoleLogsInOnce(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, testservers.StartVault(t))
 	ctx := context.Background()
 	url := h.NewKey(ctx, t)
 	n := url[strings.LastIndex(url, "/")+1:]
@@ -192,7 +237,7 @@ path "transit/decrypt/%[1]s" { capabilities = ["update"] }
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	const cycles = 200
 	for range cycles {
-		k, err := reg.Open(ctx, url)
+		k, err := reg.Open(ctx, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,15 +262,15 @@ path "transit/decrypt/%[1]s" { capabilities = ["update"] }
 // again before it does, and one whose token was revoked logs in again on
 // Vault's 403; the KEK keeps working throughout.
 func TestAppRoleLogsInAgain(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, testservers.StartVault(t))
 	ctx := context.Background()
 	url := h.NewKey(ctx, t)
 	n := url[strings.LastIndex(url, "/")+1:]
 	h.appRole(t, fmt.Sprintf(`path "transit/encrypt/%[1]s" { capabilities = ["update"] }
 `, n), map[string]any{"token_ttl": "3s", "token_max_ttl": "3s"})
-	defer vault.SetRelogin403(0)()
+	defer vaultclient.SetRelogin403(0)()
 	c := new(counter)
-	k, err := counted(c).Open(ctx, url)
+	k, err := counted(c).Open(ctx, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +311,7 @@ func TestAppRoleLogsInAgain(t *testing.T) {
 
 func TestURLs(t *testing.T) {
 	for _, bad := range []string{"vault://transit", "vault://transit/keys/", "vault://transit/keys/a/b", "vault://transit/keys/a?x=1"} {
-		if _, err := backends.Open(context.Background(), bad); err == nil {
+		if _, err := backends.Open(context.Background(), bad, nil); err == nil {
 			t.Errorf("Open(%q) succeeded", bad)
 		}
 	}

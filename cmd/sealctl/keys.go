@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/localkek"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/stores"
@@ -62,7 +64,7 @@ func newInit(p *paths) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			lk.report(w)
-			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, stores.Redact(path), keyring.FormatID(res.Key), a, backends.Redact(kek))
+			fmt.Fprintf(w, "created keyset %s in %s: key %s (%s), KEK %s\n", res.Keyset.ID, stores.Redact(path), keyring.FormatID(res.Key), a, redact.URL(kek))
 			return nil
 		},
 	}
@@ -99,13 +101,13 @@ func createLocalKEK(kek, keyset string) (*localKEK, error) {
 	}
 	dir := ""
 	if stores.IsURL(keyset) {
-		if p, _, _ := backends.LocalSource(u, ""); p != "" && !filepath.IsAbs(p) {
-			return nil, usageError{fmt.Errorf("a keyset in a store needs an absolute local KEK path or local://env/NAME, not %s", backends.Redact(kek))}
+		if p, _, _ := localkek.Source(u, ""); p != "" && !filepath.IsAbs(p) {
+			return nil, usageError{fmt.Errorf("a keyset in a store needs an absolute local KEK path or local://env/NAME, not %s", redact.URL(kek))}
 		}
 	} else {
 		dir = stores.NewFile(keyset).Dir()
 	}
-	path, env, err := backends.LocalSource(u, dir)
+	path, env, err := localkek.Source(u, dir)
 	if err != nil || env != "" {
 		return nil, err
 	}
@@ -308,7 +310,7 @@ func newRewrap(p *paths) *cobra.Command {
 				return err
 			}
 			lk.report(cmd.OutOrStdout())
-			fmt.Fprintf(cmd.OutOrStdout(), "rewrapped %d keys under %s; keyset version %d\n", len(res.Keyset.Keys), backends.Redact(to), res.Keyset.Version)
+			fmt.Fprintf(cmd.OutOrStdout(), "rewrapped %d keys under %s; keyset version %d\n", len(res.Keyset.Keys), redact.URL(to), res.Keyset.Version)
 			return nil
 		},
 	}

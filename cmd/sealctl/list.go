@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
@@ -80,7 +80,7 @@ func newList(p *paths) *cobra.Command {
 }
 
 func describe(ks *keyset.Keyset, now time.Time) listOutput {
-	out := listOutput{Keyset: ks.ID, Version: ks.Version, KEK: backends.Redact(ks.KEK), Policy: policyJS{
+	out := listOutput{Keyset: ks.ID, Version: ks.Version, KEK: redact.URL(ks.KEK), Policy: policyJS{
 		PropagationDelay: ks.Policy.PropagationDelay.String(), MaxTTL: ks.Policy.MaxTTL.String(),
 		Skew: ks.Policy.Skew.String(), RotationInterval: ks.Policy.RotationInterval.String(),
 	}, Keys: []keyRow{}}

@@ -115,6 +115,7 @@ func (p *paths) readKeyset(ctx context.Context) (*keyset.Keyset, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer stores.Close(s)
 	ks, _, err := keyset.Read(ctx, s)
 	return ks, p.inFile(err)
 }

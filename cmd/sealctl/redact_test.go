@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/internal/testservers"
 )
 
@@ -38,7 +39,7 @@ func TestNoPasswordInOutput(t *testing.T) {
 		code := run(args, strings.NewReader(""), &out, &errOut)
 		all := out.String() + errOut.String()
 		if code != want {
-			t.Errorf("sealctl %s: exit %d, want %d:\n%s", backends.Redact(strings.Join(args, " ")), code, want, all)
+			t.Errorf("sealctl %s: exit %d, want %d:\n%s", redact.URL(strings.Join(args, " ")), code, want, all)
 		}
 		for _, pw := range []string{password, wrong} {
 			if strings.Contains(all, pw) {

@@ -42,7 +42,7 @@ func (r *racer) Read(ctx context.Context) ([]byte, string, error) {
 	r.mu.Lock()
 	r.reads++
 	if r.reads == r.at && r.doc != nil {
-		os.WriteFile(r.file.Path(), r.doc, 0o600)
+		os.WriteFile(r.file.String(), r.doc, 0o600)
 	}
 	r.mu.Unlock()
 	return r.file.Read(ctx)
@@ -76,7 +76,7 @@ func raceSetup(t *testing.T, name string) (loc string, r *racer, v1 []byte, kekU
 		return out
 	}
 	sc("init")
-	v1, _ = os.ReadFile(r.file.Path())
+	v1, _ = os.ReadFile(r.file.String())
 	ks, _ := keyset.Parse(v1)
 	leaked = ks.Keys[0].ID
 	sc("rotate", "--now")
@@ -97,7 +97,7 @@ func TestAttackSealctlEditRace(t *testing.T) {
 	r.reads, r.at, r.doc = 0, 2, v1 // verified() reads first; the edit second
 	r.mu.Unlock()
 	code, out := sealctlT(t, "--keyset", loc, "--kek", kekURL, "rotate")
-	cur, _ := os.ReadFile(r.file.Path())
+	cur, _ := os.ReadFile(r.file.String())
 	ks, _ := keyset.Parse(cur)
 	if code == 0 {
 		t.Errorf("FINDING: sealctl rotate (record at version 3) edited the version-1 copy put back between its check and its edit: %s", strings.TrimSpace(out))
@@ -116,7 +116,7 @@ func TestAttackSealctlEditRace(t *testing.T) {
 func TestAttackSealctlPruneRecordsUnverified(t *testing.T) {
 	loc, r, _, kekURL, _ := raceSetup(t, "prune")
 	sealctlT(t, "--keyset", loc, "--kek", kekURL, "prune") // removes the retired key: version 4
-	good, _ := os.ReadFile(r.file.Path())
+	good, _ := os.ReadFile(r.file.String())
 	forged := strings.Replace(string(good), `"version": 4,`, `"version": 18446744073709551615,`, 1)
 	if forged == string(good) {
 		t.Fatal("layout")
@@ -135,7 +135,7 @@ func TestAttackSealctlPruneRecordsUnverified(t *testing.T) {
 			t.Errorf("FINDING: the operator's record holds keyset %s at version %d, from a document that never authenticated", id, v.Version)
 		}
 	}
-	os.WriteFile(r.file.Path(), good, 0o600)
+	os.WriteFile(r.file.String(), good, 0o600)
 	r.mu.Lock()
 	r.doc = nil
 	r.mu.Unlock()

@@ -91,7 +91,7 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	kekURL := "local:" + kekPath
-	kek, _ := backends.Open(ctx, kekURL)
+	kek, _ := backends.Open(ctx, kekURL, nil)
 	path := filepath.Join(dir, "keyset.json")
 	id := keyset.NewID()
 	created := time.Now().UTC().Truncate(time.Second).Add(-24 * time.Hour)

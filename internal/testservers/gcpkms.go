@@ -33,7 +33,7 @@ type GCPKMS struct {
 
 	mu   sync.Mutex
 	keys map[string]*gcpKey
-	srv  *grpc.Server
+	srv  *grpc.Server // the one serving now
 
 	// CorruptResponses, when set, flips a byte of every ciphertext or
 	// plaintext returned, without fixing its checksum.
@@ -53,15 +53,38 @@ func StartGCPKMS(t testing.TB) *GCPKMS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &GCPKMS{Addr: l.Addr().String(), keys: map[string]*gcpKey{}, srv: grpc.NewServer()}
-	kmspb.RegisterKeyManagementServiceServer(g.srv, g)
-	go g.srv.Serve(l)
-	t.Cleanup(g.srv.Stop)
+	g := &GCPKMS{Addr: l.Addr().String(), keys: map[string]*gcpKey{}}
+	g.serve(l)
+	t.Cleanup(g.Stop)
 	return g
 }
 
-// Stop stops the server: every later call fails to connect.
-func (g *GCPKMS) Stop() { g.srv.Stop() }
+func (g *GCPKMS) serve(l net.Listener) {
+	srv := grpc.NewServer()
+	kmspb.RegisterKeyManagementServiceServer(srv, g)
+	g.mu.Lock()
+	g.srv = srv
+	g.mu.Unlock()
+	go srv.Serve(l)
+}
+
+// Stop stops the server: every later call fails to connect, until Start.
+func (g *GCPKMS) Stop() {
+	g.mu.Lock()
+	srv := g.srv
+	g.mu.Unlock()
+	srv.Stop()
+}
+
+// Start serves again on the same address, with the keys the server had.
+func (g *GCPKMS) Start(t testing.TB) {
+	t.Helper()
+	l, err := net.Listen("tcp", g.Addr)
+	if err != nil {
+		t.Fatalf("restarting the Cloud KMS test server on %s: %v", g.Addr, err)
+	}
+	g.serve(l)
+}
 
 // NewKey creates a crypto key with one version and returns its name.
 func (g *GCPKMS) NewKey(ring, id string) string {

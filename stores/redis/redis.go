@@ -44,17 +44,27 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/stores"
 )
 
+// The URL schemes this package registers: Scheme, and SchemeTLS for
+// Redis over TLS.
+const (
+	Scheme    = "redis"
+	SchemeTLS = "rediss"
+)
+
 func init() {
-	stores.Default.Register("redis", Opener(nil))
-	stores.Default.Register("rediss", Opener(nil))
+	stores.Default.Register(Scheme, Opener(nil))
+	stores.Default.Register(SchemeTLS, Opener(nil))
 }
 
-// Opener returns an opener for redis URLs. If client is set, every URL
-// uses it, and only the key comes from the URL.
+// Opener returns an opener for redis URLs. With a nil client (what
+// stores.Default has), each store makes a client of its own from its URL,
+// and its Close closes it. With a client the caller made, every URL uses
+// it (New): only the key comes from the URL, and the stores' Close leaves
+// the client open.
 func Opener(client goredis.UniversalClient) stores.Opener {
 	return func(ctx context.Context, u *url.URL) (stores.Store, error) {
 		return open(u, client)
@@ -69,7 +79,12 @@ type Store struct {
 	own    bool // the store made client from its URL
 }
 
-var _ io.Closer = (*Store)(nil)
+var (
+	_ stores.Store      = (*Store)(nil)
+	_ stores.Watcher    = (*Store)(nil)
+	_ stores.Revisioner = (*Store)(nil)
+	_ io.Closer         = (*Store)(nil)
+)
 
 // Close closes the client the store made from its URL, and with it its
 // connections; a client given to New or Opener is its owner's to close.
@@ -81,13 +96,20 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// New returns the store for the keyset under key, through client.
-func New(client goredis.UniversalClient, key string) *Store {
+// Options configure a store built by New. There are none yet; nil is the
+// value to pass.
+type Options struct{}
+
+// New returns the store for the keyset in the hash key, through client,
+// which the caller made and owns (a *redis.Client, ClusterClient or a
+// Sentinel failover client): the store's Close leaves it open. o may be
+// nil.
+func New(client goredis.UniversalClient, key string, o *Options) *Store {
 	return &Store{client: client, key: key, name: "redis key " + key}
 }
 
 func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
-	name := backends.Redact(u.String())
+	name := stores.Redact(u.String())
 	q := u.Query()
 	key := q.Get("key")
 	if key == "" {
@@ -111,11 +133,11 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 func NewClient(rawURL string) (goredis.UniversalClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis: URL %s does not parse", backends.Redact(rawURL))
+		return nil, fmt.Errorf("redis: URL %s does not parse", redact.URL(rawURL))
 	}
 	o, err := options(u)
 	if err != nil {
-		return nil, fmt.Errorf("redis: %s: %w", backends.Redact(rawURL), err)
+		return nil, fmt.Errorf("redis: %s: %w", redact.URL(rawURL), err)
 	}
 	return goredis.NewUniversalClient(o), nil
 }
@@ -258,9 +280,11 @@ func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, err
 	return next, nil
 }
 
-// Watch signals every write announced on the channel. The subscription
-// reconnects by itself after a drop; writes made meanwhile are not
-// announced, which is why loaders poll too.
+// Watch signals every write announced on the channel. It returns once
+// Redis has confirmed the subscription (or failed to, within five
+// seconds), so that a write made after it returns is signalled. The
+// subscription reconnects by itself after a drop; writes made meanwhile
+// are not announced, which is why loaders poll too.
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	sub := s.client.Subscribe(ctx, s.Channel())

@@ -21,8 +21,10 @@
 // The server and credentials come from the environment, as for the vault
 // backend (package backends/vault): VAULT_ADDR, VAULT_CACERT,
 // VAULT_NAMESPACE, and VAULT_TOKEN or VAULT_ROLE_ID with VAULT_SECRET_ID.
-// The store uses that package's Session: one client and one login per
-// configuration in a process, shared with vault KEKs. Close gives it back.
+// The store shares the vault backend's session: one client and one login
+// per configuration in a process, shared with vault KEKs. Close gives its
+// share back. New builds a store from an *api.Client the caller made and
+// keeps logged in; its Close leaves the client alone.
 package vaultkv
 
 import (
@@ -38,8 +40,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
-	"github.com/stateseal/stateseal/backends"
-	"github.com/stateseal/stateseal/backends/vault"
+	"github.com/stateseal/stateseal/internal/vaultclient"
 	"github.com/stateseal/stateseal/stores"
 )
 
@@ -48,25 +49,56 @@ const Scheme = "vault-kv"
 
 func init() { stores.Default.Register(Scheme, Opener(nil)) }
 
-// Opener returns an opener for vault-kv URLs whose clients send requests
-// through hc (nil: the Vault client's own).
-func Opener(hc *http.Client) stores.Opener {
+// Opener returns an opener for vault-kv URLs. With a nil client (what
+// stores.Default has), stores use the process's session for the VAULT_*
+// environment, shared with vault KEKs, and a store's Close gives its
+// share back. With a client the caller made, every URL goes through that
+// client (New), which the caller keeps logged in, and the stores' Close
+// leaves it alone.
+func Opener(client *api.Client) stores.Opener {
 	return func(ctx context.Context, u *url.URL) (stores.Store, error) {
-		return open(ctx, u, hc)
+		mount, path, err := parse(u)
+		if err != nil {
+			return nil, err
+		}
+		if client == nil {
+			return open(ctx, u, mount, path)
+		}
+		s := New(client, mount, path, nil)
+		s.name = stores.Redact(u.String())
+		return s, nil
 	}
 }
 
 // A Store is a keyset in a KV v2 secret.
 type Store struct {
-	s           *vault.Session
+	s           *vaultclient.Session
 	mount, path string
 	name        string
 }
 
-var _ io.Closer = (*Store)(nil)
+var (
+	_ stores.Store      = (*Store)(nil)
+	_ stores.Revisioner = (*Store)(nil)
+	_ io.Closer         = (*Store)(nil)
+)
 
-// Close gives the store's Vault session back (vault.Session.Close). The
-// store is not used after Close.
+// Options configure a store built by New. There are none yet; nil is the
+// value to pass.
+type Options struct{}
+
+// New returns the store for the keyset in the KV v2 secret path under
+// mount ("secret"), through client, which the caller made, logged in and
+// owns: its address, token, namespace, TLS and timeout apply, and the
+// store's Close leaves it alone. o may be nil.
+func New(client *api.Client, mount, path string, o *Options) *Store {
+	return &Store{s: vaultclient.Borrow(client), mount: mount, path: path,
+		name: stores.Redact("vault-kv://" + mount + "/" + path)}
+}
+
+// Close gives the store's share of the Vault session back; a store built
+// from the caller's client (New, or Opener with a client) leaves the
+// client alone. The store is not used after Close.
 func (s *Store) Close() error { return s.s.Close() }
 
 // maxAnswer bounds Vault's answer to a read: the document JSON-escaped
@@ -149,14 +181,20 @@ func readBounded(r io.Reader, size int64) ([]byte, error) {
 	}
 }
 
-func open(ctx context.Context, u *url.URL, hc *http.Client) (*Store, error) {
-	name := backends.Redact(u.String())
+// parse returns the mount and secret path of a vault-kv URL.
+func parse(u *url.URL) (mount, path string, err error) {
 	full := strings.Trim(u.Host+u.Path, "/")
 	mount, path, ok := strings.Cut(full, "/")
 	if !ok || mount == "" || path == "" || u.RawQuery != "" {
-		return nil, fmt.Errorf("vault-kv: %s is not vault-kv://MOUNT/PATH", name)
+		return "", "", fmt.Errorf("vault-kv: %s is not vault-kv://MOUNT/PATH", stores.Redact(u.String()))
 	}
-	sess, err := vault.OpenSession(ctx, hc)
+	return mount, path, nil
+}
+
+// open makes a store on the session of the environment's configuration.
+func open(ctx context.Context, u *url.URL, mount, path string) (*Store, error) {
+	name := stores.Redact(u.String())
+	sess, err := vaultclient.Open(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("vault-kv %s: %w", name, err)
 	}

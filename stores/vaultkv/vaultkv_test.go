@@ -16,14 +16,14 @@ import (
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/stores"
 	"github.com/stateseal/stateseal/stores/storetest"
-	_ "github.com/stateseal/stateseal/stores/vaultkv"
+	"github.com/stateseal/stateseal/stores/vaultkv"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
-
+// harness opens vault-kv URLs with the store's own session
+// (stores.Default), the server and token from the environment.
 type harness struct{ v *testservers.Vault }
 
-func (h *harness) Name() string { return "vault-kv" }
+func (h *harness) Registry() *stores.Registry { return stores.Default }
 
 func (h *harness) NewLocation(context.Context, *testing.T) string {
 	b := make([]byte, 6)
@@ -31,18 +31,56 @@ func (h *harness) NewLocation(context.Context, *testing.T) string {
 	return "vault-kv://secret/stateseal/keyset-" + hex.EncodeToString(b)
 }
 
-func (h *harness) Stop(*testing.T) bool        { h.v.Stop(); return true }
-func (h *harness) Start(*testing.T)            { h.v.Resume() }
-func (h *harness) PollInterval() time.Duration { return 100 * time.Millisecond }
-func (h *harness) MaxDelay() time.Duration     { return time.Second }
+func (h *harness) Stop(*testing.T) bool { h.v.Stop(); return true }
+func (h *harness) Start(*testing.T)     { h.v.Resume() }
+
+// clientHarness opens vault-kv URLs through a client the test made
+// (vaultkv.Opener(client), which builds each store with vaultkv.New).
+type clientHarness struct {
+	harness
+	reg *stores.Registry
+}
+
+func (h *clientHarness) Registry() *stores.Registry { return h.reg }
 
 // TestConformance runs the suite against a Vault server that keeps its
 // data, so that it comes back from a stop with the keyset, and KV v2
-// mounted at secret/.
+// mounted at secret/: with the store's own session, and with stores built
+// from the test's client.
 func TestConformance(t *testing.T) {
 	v := testservers.StartVaultServer(t)
-	mountKV(t, v)
-	storetest.Run(t, &harness{v: v})
+	root := mountKV(t, v)
+	t.Run("URL", func(t *testing.T) { storetest.Run(t, &harness{v: v}) })
+	t.Run("Client", func(t *testing.T) {
+		h := &clientHarness{harness: harness{v: v}, reg: new(stores.Registry)}
+		h.reg.Register(vaultkv.Scheme, vaultkv.Opener(root))
+		storetest.Run(t, h)
+	})
+}
+
+// TestNew: a store built by New from a caller's client names the secret
+// in its errors, and its Close leaves the client alone.
+func TestNew(t *testing.T) {
+	v := testservers.StartVault(t) // a dev server: KV v2 at secret/
+	c, err := api.NewClient(&api.Config{Address: v.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetToken(v.Token)
+	ctx := context.Background()
+	s := vaultkv.New(c, "secret", "stateseal/new", nil)
+	if _, _, err := s.Read(ctx); !errors.Is(err, stores.ErrNotFound) || !strings.Contains(err.Error(), "vault-kv://secret/stateseal/new") {
+		t.Fatalf("Read of an empty secret: %v", err)
+	}
+	if _, err := s.Write(ctx, []byte("doc"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Logical().Read("secret/data/stateseal/new"); err != nil {
+		t.Fatalf("the caller's client after the store's Close: %v", err)
+	}
 }
 
 // mountKV sets the test's Vault environment, mounts KV v2 at secret/ and

@@ -1,4 +1,8 @@
-package backends
+// Package redact shows KEK URLs and store locations as they may appear in
+// errors, logs and output: without credentials, and without a local KEK's
+// value wherever it was pasted. Package stores exports Redact for
+// locations; KEK URLs are redacted by this module's own errors.
+package redact
 
 import (
 	"encoding/base64"
@@ -8,10 +12,10 @@ import (
 	"strings"
 )
 
-// errKeyValue answers a KEK "URL" that is a key or holds one: the contents
+// ErrKeyValue answers a KEK "URL" that is a key or holds one: the contents
 // of a key file pasted into --kek or STATESEAL_KEK, or after "local:". The
 // value is not repeated.
-var errKeyValue = errors.New("backends: the KEK URL is a key value, not a URL (not shown); " +
+var ErrKeyValue = errors.New("backends: the KEK URL is a key value, not a URL (not shown); " +
 	"put the key in an environment variable and pass local://env/NAME, or pass the key file as local:PATH")
 
 // keyMarker starts every local KEK's text form ("stateseal-kek-v1:...").
@@ -22,10 +26,10 @@ const keyMarker = "stateseal-kek-"
 // marker (local:stateseal-kek-prod.key) does not match.
 var keyText = regexp.MustCompile(`(?i)stateseal-kek-v[0-9]+(?::|%3a)[A-Za-z0-9_-]*`)
 
-// looksLikeKey reports a string that holds a key rather than naming one: a
+// LooksLikeKey reports a string that holds a key rather than naming one: a
 // local key's text form anywhere in it, or a long run of base64 with no
 // URL shape.
-func looksLikeKey(s string) bool {
+func LooksLikeKey(s string) bool {
 	s = strings.TrimSpace(s)
 	if strings.HasPrefix(strings.ToLower(s), keyMarker) || keyText.MatchString(s) {
 		return true
@@ -91,7 +95,7 @@ func isLocal(s string) bool {
 // credentials.
 var secretParams = []string{"token", "secret", "pass", "pwd", "credential", "auth", "signature", "sig", "apikey", "api_key", "api-key", "access_key", "accesskey", "private"}
 
-// hidden stands for a key value in Redact's output; keyPlaceholder holds
+// hidden stands for a key value in URL's output; keyPlaceholder holds
 // its place, in characters every part of a URL keeps, while the rest is
 // redacted.
 const (
@@ -99,7 +103,10 @@ const (
 	keyPlaceholder = "STATESEALKEYVALUENOTSHOWN"
 )
 
-// Redact returns rawURL as it may appear in an error, a log or a keyset
+// HasBareKey reports whether s holds a bare key (see isBareKey) anywhere.
+func HasBareKey(s string) bool { return replaceBareKeys(s, "") != s }
+
+// URL returns rawURL as it may appear in an error, a log or a keyset
 // listing:
 //   - a key value (a local KEK's text form, wherever it appears, or the
 //     bare key after "local:") is replaced by a note;
@@ -109,9 +116,9 @@ const (
 //     name, becomes "xxxxx";
 //   - the values of credential-like query parameters (token, secret,
 //     password, ...) become "xxxxx".
-func Redact(rawURL string) string {
+func URL(rawURL string) string {
 	s := strings.TrimSpace(rawURL)
-	if looksLikeKey(s) && (!strings.Contains(s, ":") || strings.HasPrefix(strings.ToLower(s), keyMarker)) {
+	if LooksLikeKey(s) && (!strings.Contains(s, ":") || strings.HasPrefix(strings.ToLower(s), keyMarker)) {
 		return "[a key value, not a URL; not shown]"
 	}
 	s = keyText.ReplaceAllString(s, keyPlaceholder)

@@ -1,4 +1,7 @@
-package vault
+// Package vaultclient holds the Vault client that the vault backend's
+// KEKs and the vault-kv store share in a process: one per configuration,
+// logged in once (a Session).
+package vaultclient
 
 import (
 	"context"
@@ -18,7 +21,7 @@ import (
 )
 
 // A Session is a Vault client for one configuration: the VAULT_*
-// environment and the HTTP client given to the opener. The process makes
+// environment and the HTTP client given to Open. The process makes
 // one per configuration, and logs it in (AppRole) once; every KEK and
 // keyset store opened with that configuration shares it, so loads,
 // reloads and edits make no new client, connection or login. It logs in
@@ -30,9 +33,15 @@ import (
 // configuration's session has closed it, its idle connections are
 // released (the login is kept for the next holder).
 type Session struct {
-	s    *shared
+	s    *shared     // nil for a client the caller made (Borrow)
+	c    *api.Client // the caller's client
 	once sync.Once
 }
+
+// Borrow returns a session over a client the caller made and owns: Do
+// calls f with it as it is (the caller keeps it logged in: no login, no
+// second try after a 403), and Close leaves it alone.
+func Borrow(c *api.Client) *Session { return &Session{c: c} }
 
 // shared is the one session of a configuration.
 type shared struct {
@@ -58,6 +67,14 @@ var sessions = struct {
 // call.
 var relogin403 = 10 * time.Second
 
+// SetRelogin403 sets how old a login must be before a 403 makes a new
+// one, and returns the function that restores it. Tests use it.
+func SetRelogin403(d time.Duration) (restore func()) {
+	old := relogin403
+	relogin403 = d
+	return func() { relogin403 = old }
+}
+
 // configKey names a configuration: a digest of every VAULT_* variable and
 // the HTTP client's identity, so that no secret is kept as a map key.
 func configKey(hc *http.Client) string {
@@ -77,10 +94,10 @@ func configKey(hc *http.Client) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// OpenSession returns the session of the current configuration (the
+// Open returns the session of the current configuration (the
 // VAULT_* environment, and hc: nil means the Vault client's own HTTP
 // client), making it and logging in if this process has none yet.
-func OpenSession(ctx context.Context, hc *http.Client) (*Session, error) {
+func Open(ctx context.Context, hc *http.Client) (*Session, error) {
 	key := configKey(hc)
 	sessions.Lock()
 	if s := sessions.m[key]; s != nil {
@@ -211,6 +228,9 @@ func (e *LoginError) Unwrap() error { return e.Err }
 // and the session logs in with AppRole, it logs in again (see Session) and
 // calls f once more. A failed login is a *LoginError.
 func (s *Session) Do(ctx context.Context, f func(*api.Client) error) error {
+	if s.s == nil {
+		return f(s.c)
+	}
 	if err := s.s.fresh(ctx); err != nil {
 		return &LoginError{err}
 	}
@@ -224,8 +244,11 @@ func (s *Session) Do(ctx context.Context, f func(*api.Client) error) error {
 
 // Close gives the session back. The last holder's Close releases the
 // idle connections of a transport the session made; the session and its
-// login stay for the next OpenSession. Close is idempotent.
+// login stay for the next Open. Close is idempotent.
 func (s *Session) Close() error {
+	if s.s == nil {
+		return nil // the caller's client: its owner closes it
+	}
 	s.once.Do(func() {
 		sessions.Lock()
 		defer sessions.Unlock()

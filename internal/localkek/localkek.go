@@ -1,0 +1,47 @@
+// Package localkek reads local KEK URLs (local:FILE, local:/abs/path,
+// local://env/NAME) for the local backend and for sealctl, which creates
+// the file a URL names.
+package localkek
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/stateseal/stateseal/internal/redact"
+)
+
+// Source returns the file path or the environment variable a local
+// URL names. A URL that holds a key value rather than naming one
+// (local:stateseal-kek-v1:..., or the bare key) is refused without
+// repeating it.
+func Source(u *url.URL, dir string) (path, env string, err error) {
+	if raw := u.String(); redact.LooksLikeKey(raw) || redact.HasBareKey(raw) {
+		return "", "", redact.ErrKeyValue
+	}
+	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", "", fmt.Errorf("backends: %s is not a local KEK URL (local:FILE or local://env/VARIABLE)", redact.URL(u.String()))
+	}
+	switch {
+	case u.Host == "env":
+		name := strings.TrimPrefix(u.Path, "/")
+		if name == "" || strings.ContainsAny(name, "/=") {
+			return "", "", fmt.Errorf("backends: local KEK URL %s: bad variable name", redact.URL(u.String()))
+		}
+		return "", name, nil
+	case u.Host != "":
+		return "", "", fmt.Errorf("backends: local KEK URL %s: unknown host %q (use local:FILE or local://env/VARIABLE)", redact.URL(u.String()), u.Host)
+	case u.Opaque != "":
+		path = u.Opaque
+	default:
+		path = u.Path
+	}
+	if path == "" {
+		return "", "", fmt.Errorf("backends: local KEK URL %s names no file", redact.URL(u.String()))
+	}
+	if !filepath.IsAbs(path) && dir != "" {
+		path = filepath.Join(dir, path)
+	}
+	return path, "", nil
+}
