@@ -44,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/redact"
@@ -232,7 +233,12 @@ func (k *KEK) GenerateKey(ctx context.Context, size int, associatedData []byte) 
 func (k *KEK) fail(op string, err error) error {
 	var invalid *types.InvalidCiphertextException
 	var incorrect *types.IncorrectKeyException
-	if errors.As(err, &invalid) || errors.As(err, &incorrect) {
+	var api smithy.APIError
+	// A ciphertext KMS rejects as malformed (ValidationException: too long,
+	// say) does not unwrap, now or later; taken for an outage, it would
+	// cost a KMS call at every poll.
+	malformed := op == "Decrypt" && errors.As(err, &api) && api.ErrorCode() == "ValidationException"
+	if errors.As(err, &invalid) || errors.As(err, &incorrect) || malformed {
 		return fmt.Errorf("awskms %s: %s: %w (%v)", k.url, op, backends.ErrUnwrap, err)
 	}
 	return fmt.Errorf("awskms %s: %s: %w", k.url, op, err)

@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -131,6 +133,9 @@ func newShared(ctx context.Context, hc *http.Client) (*shared, error) {
 	cfg := api.DefaultConfig() // VAULT_ADDR, VAULT_CACERT, ...
 	if cfg.Error != nil {
 		return nil, cfg.Error
+	}
+	if err := CheckAddress(cfg.Address); err != nil {
+		return nil, err
 	}
 	s := new(shared)
 	if hc != nil {
@@ -258,4 +263,28 @@ func (s *Session) Close() error {
 		}
 	})
 	return nil
+}
+
+// AllowHTTPEnv names the environment variable that lets a Vault address
+// use plain http to a host that is not loopback.
+const AllowHTTPEnv = "STATESEAL_VAULT_ALLOW_HTTP"
+
+// CheckAddress refuses a plain-http Vault address that is not loopback,
+// unless AllowHTTPEnv is "1": the token the process sends with every
+// request reads the keyset and unwraps its keys through transit, so
+// whoever sees it on the network can forge tokens. Cloud KMS's insecure=1
+// has the same rule.
+func CheckAddress(addr string) error {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return fmt.Errorf("vault: VAULT_ADDR does not parse")
+	}
+	if !strings.EqualFold(u.Scheme, "http") || os.Getenv(AllowHTTPEnv) == "1" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("vault: VAULT_ADDR %s sends the Vault token in the clear to a host that is not loopback; use https, or set %s=1 if the network between is trusted", u.Redacted(), AllowHTTPEnv)
 }

@@ -34,11 +34,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestLoaderAndEditorsLogNoPassword: the loader, the editors and the
+// TestNoPasswordInLogs: the loader, the editors and the
 // scheduler log and return errors about a keyset in a Redis whose URL
 // holds a password; none shows it, through a load, a rotation, a tick, a
 // reload with Redis down and a load that fails.
-func TestLoaderAndEditorsLogNoPassword(t *testing.T) {
+func TestNoPasswordInLogs(t *testing.T) {
 	const password = "pw-in-the-url-7f3a"
 	r := testservers.StartRedisAuth(t, password)
 	ctx := context.Background()
