@@ -244,11 +244,11 @@ func (c *Call) Open(ctx context.Context, token string) (string, error) {
 
 // use records an authentic token's first use.
 func (c *Call) use(ctx context.Context, token string) error {
-	id, keep, err := replay.ID(token)
+	id, issued, keep, err := replay.ID(token)
 	if err != nil {
 		return err
 	}
-	if err := c.m.o.Replay.Use(ctx, id, keep); err != nil {
+	if err := c.m.o.Replay.Use(ctx, id, issued, keep); err != nil {
 		return fmt.Errorf("mrtr: %s %s: %w", c.r.Method, c.r.Target, err)
 	}
 	return nil

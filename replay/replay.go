@@ -26,11 +26,19 @@ import (
 // A Guard records uses of tokens. Implementations are safe for concurrent
 // use.
 type Guard interface {
-	// Use records the token id as used until expires. It returns an error
-	// matching ErrReplayed if the id was used before and has not expired,
-	// and one matching ErrUnavailable if it cannot tell (the guard is full,
-	// or its server does not answer); a caller must then refuse the token.
-	Use(ctx context.Context, id []byte, expires time.Time) error
+	// Use records the token id as used until keepUntil. issuedAt is when
+	// the token was sealed (its header's issued-at, whole seconds): a
+	// guard that lost its records at some time (a restart, a failover)
+	// refuses tokens issued before then, which it can no longer vouch for.
+	//
+	// Use returns nil only for the first use: the caller may then act on
+	// the token, once. It returns an error matching ErrReplayed if the id
+	// was used before and has not expired, and one matching ErrUnavailable
+	// if it cannot tell (the guard is full, its server does not answer in
+	// time, another use of the id is still undecided, or the token was
+	// issued before the guard lost its records); a caller must then refuse
+	// the token.
+	Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Time) error
 }
 
 var (
@@ -47,13 +55,14 @@ var (
 // forgotten.
 const Margin = 10 * time.Minute
 
-// ID returns the id of a token and until when a guard must keep it (its
-// expiry plus Margin). It decodes the token's header and tag without any
-// key: call it only on a token that Open accepted.
-func ID(token string) (id []byte, keepUntil time.Time, err error) {
+// ID returns the id of a token, when it was issued, and until when a guard
+// must keep it (its expiry plus Margin): what Guard.Use takes. It decodes
+// the token's header and tag without any key: call it only on a token
+// that Open accepted.
+func ID(token string) (id []byte, issuedAt, keepUntil time.Time, err error) {
 	h, err := seal.Inspect(token)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, time.Time{}, err
 	}
-	return h.Tag, h.Expiry.Add(Margin), nil
+	return h.Tag, h.IssuedAt, h.Expiry.Add(Margin), nil
 }

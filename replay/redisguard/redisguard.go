@@ -51,8 +51,9 @@ func New(client goredis.UniversalClient, o Options) *Guard {
 	return &Guard{client: client, o: o}
 }
 
-// Use sets PREFIX+hex(id) if absent, expiring with the token.
-func (g *Guard) Use(ctx context.Context, id []byte, keepUntil time.Time) error {
+// Use sets PREFIX+hex(id) if absent, expiring with the token. It does not
+// look at issuedAt yet.
+func (g *Guard) Use(ctx context.Context, id []byte, _, keepUntil time.Time) error {
 	ttl := time.Until(keepUntil)
 	if ttl < time.Second {
 		ttl = time.Second // Redis needs a positive expiry; Open refused expired tokens already

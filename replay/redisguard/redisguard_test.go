@@ -20,10 +20,10 @@ func TestGuard(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	g := redisguard.New(client, redisguard.Options{})
 	exp := time.Now().Add(time.Minute)
-	if err := g.Use(ctx, []byte("tag-1"), exp); err != nil {
+	if err := g.Use(ctx, []byte("tag-1"), time.Now(), exp); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Use(ctx, []byte("tag-1"), exp); !errors.Is(err, replay.ErrReplayed) {
+	if err := g.Use(ctx, []byte("tag-1"), time.Now(), exp); !errors.Is(err, replay.ErrReplayed) {
 		t.Fatalf("second use: %v, want ErrReplayed", err)
 	}
 	// The entry expires with the token.
@@ -33,25 +33,25 @@ func TestGuard(t *testing.T) {
 	}
 	// A second guard (another instance) sees the first use.
 	other := redisguard.New(goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: []string{r.Addr()}}), redisguard.Options{})
-	if err := other.Use(ctx, []byte("tag-1"), exp); !errors.Is(err, replay.ErrReplayed) {
+	if err := other.Use(ctx, []byte("tag-1"), time.Now(), exp); !errors.Is(err, replay.ErrReplayed) {
 		t.Fatalf("another instance: %v, want ErrReplayed", err)
 	}
 
 	// Redis down: fail closed by default, open only when configured.
 	r.Stop()
-	if err := g.Use(ctx, []byte("tag-2"), exp); !errors.Is(err, replay.ErrUnavailable) {
+	if err := g.Use(ctx, []byte("tag-2"), time.Now(), exp); !errors.Is(err, replay.ErrUnavailable) {
 		t.Fatalf("Redis down: %v, want ErrUnavailable", err)
 	}
 	open := redisguard.New(client, redisguard.Options{FailOpen: true})
-	if err := open.Use(ctx, []byte("tag-3"), exp); err != nil {
+	if err := open.Use(ctx, []byte("tag-3"), time.Now(), exp); err != nil {
 		t.Fatalf("Redis down, FailOpen: %v", err)
 	}
 	// Back: uses recorded before the outage still hold (append-only file).
 	r.Start()
-	if err := g.Use(ctx, []byte("tag-1"), exp); !errors.Is(err, replay.ErrReplayed) {
+	if err := g.Use(ctx, []byte("tag-1"), time.Now(), exp); !errors.Is(err, replay.ErrReplayed) {
 		t.Fatalf("after a restart: %v, want ErrReplayed", err)
 	}
-	if err := g.Use(ctx, []byte("tag-2"), exp); err != nil {
+	if err := g.Use(ctx, []byte("tag-2"), time.Now(), exp); err != nil {
 		t.Fatalf("after a restart, a new token: %v", err)
 	}
 }
