@@ -40,14 +40,14 @@
 // Beside the records, Redis keeps an epoch (PREFIX + "epoch"): the time
 // from which it vouches for every use, and the replication id of the
 // server that set it. The script checks both atomically with the claim.
-// The epoch is created when missing (a restart without persistence, a
-// flush, a first deployment) and moved to Redis's present time when the
-// replication id changed (a restart, a failover to a replica that may
-// have missed the last writes), and a token issued before the epoch plus
-// Options.ClockMargin is refused with replay.ErrUnavailable: it may have
-// been used in what Redis forgot. Each Guard also refreshes the epoch
-// every second in the background, so that states sealed after a loss are
-// refused only within about a second of it. A Redis whose maxmemory-policy
+// When the epoch is missing (a restart without persistence, a flush, a
+// first deployment) or the replication id changed (a restart, a failover
+// to a replica that may have missed the last writes), the epoch is set to
+// the moment Redis lost records: its start, when a restart is the only
+// possible loss, else its present time. A token issued before the epoch
+// plus Options.ClockMargin is refused with replay.ErrUnavailable: it may
+// have been used in what Redis forgot. Each Guard also refreshes the
+// epoch every second in the background. A Redis whose maxmemory-policy
 // may evict keys (anything but noeviction with a maxmemory set) could drop
 // records without a trace: the guard then refuses every state, saying
 // why.
@@ -195,16 +195,32 @@ func (g *Guard) keys(id []byte) (use, epoch string) {
 }
 
 // epochLua reads or sets the epoch of KEYS[2] into et, at Redis's time
-// now: created when missing, moved to now when the replication id
-// changed.
+// now. When the epoch is missing or its replication id is not Redis's
+// any more, Redis lost or may have lost records: the epoch becomes the
+// moment of that loss. That is Redis's start if the loss can only be the
+// restart: this server was not promoted from a replica (master_replid2 is
+// zero) and nothing was flushed since it started (no FLUSHALL or FLUSHDB
+// in INFO commandstats). Otherwise the moment is unknown, and the epoch is
+// now. Redis knows its start to the second (its cached time in seconds
+// minus its uptime): the epoch is the end of that second, so that it is
+// never before the start.
 const epochLua = `
-local rid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or ''
+local repl = redis.call('INFO', 'replication')
+local rid = string.match(repl, 'master_replid:(%x+)') or ''
 local ep = redis.call('HMGET', KEYS[2], 't', 'r')
 local et = tonumber(ep[1])
 local fresh = 0
 if not et or ep[2] ~= rid then
   et = now
   fresh = 1
+  local rid2 = string.match(repl, 'master_replid2:(%x+)') or ''
+  local srv = redis.call('INFO', 'server')
+  local up = tonumber(string.match(srv, 'uptime_in_seconds:(%d+)'))
+  local us = tonumber(string.match(srv, 'server_time_usec:(%d+)'))
+  if rid2 ~= '' and not string.find(rid2, '[^0]') and up and us and
+     not string.find(redis.call('INFO', 'commandstats'), 'cmdstat_flush') then
+    et = math.min(now, (math.floor(us / 1000000) - up + 1) * 1000)
+  end
   redis.call('HSET', KEYS[2], 't', string.format('%.0f', et), 'r', rid)
 end
 `

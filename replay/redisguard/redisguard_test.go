@@ -575,6 +575,60 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	}
 	usedOnce(t, l, g, "new", after)
 	l.check(t, "a", "b", "c", "new")
+
+	// The epoch is the restart, not the guards' first contact after it:
+	// states sealed between the two are not refused.
+	g.Close()
+	r.Stop()
+	r.Start()
+	upFor3s(t, newClient(t, r.Addr()))
+	fresh := newGuard(t, newClient(t, r.Addr()), redisguard.Options{})
+	if et := issued(t, fresh).Add(-redisguard.DefaultClockMargin); time.Since(et) < time.Second {
+		t.Fatalf("epoch %v, after Redis had been up 3 s: the guard's first contact, not the restart", et)
+	}
+}
+
+// upFor3s waits until Redis has been up for 3 s by its own count, so that
+// its start and the present differ.
+func upFor3s(t testing.TB, admin goredis.UniversalClient) {
+	t.Helper()
+	eventually(t, 10*time.Second, "Redis up for 3 s", func() error {
+		info, err := admin.Info(ctx, "server").Result()
+		for _, up := range []string{"0", "1", "2"} {
+			if err != nil || strings.Contains(info, "uptime_in_seconds:"+up+"\r") {
+				return fmt.Errorf("not yet: %v", err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestFlush: FLUSHALL forgets every use. The epoch is then the flush, and
+// states issued before it, used or not, are refused as unavailable.
+func TestFlush(t *testing.T) {
+	r := testservers.StartRedis(t)
+	admin := newClient(t, r.Addr())
+	upFor3s(t, admin) // else Redis's start and the flush are one moment
+	g := newGuard(t, newClient(t, r.Addr()), redisguard.Options{})
+	at := issued(t, g)
+	l := newLedger()
+	if ok, err := l.flow(g, "a", at, 5*time.Second); !ok {
+		t.Fatal(err)
+	}
+	usedOnce(t, l, g, "a", at)
+	flushed := time.Now()
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "unused"} {
+		if err := l.replay(t, g, id, at); !errors.Is(err, replay.ErrUnavailable) {
+			t.Fatalf("after FLUSHALL, %s issued before: %v, want ErrUnavailable", id, err)
+		}
+	}
+	if after := issued(t, g); after.Before(flushed) {
+		t.Fatalf("epoch %v, before the flush at %v", after, flushed)
+	}
+	l.check(t, "a")
 }
 
 // TestFailover: a replica that missed the last writes becomes the
