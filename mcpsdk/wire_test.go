@@ -31,11 +31,11 @@ type flakyGuard struct {
 	down atomic.Bool
 }
 
-func (g *flakyGuard) Use(ctx context.Context, id []byte, exp time.Time) error {
+func (g *flakyGuard) Use(ctx context.Context, id []byte, issued, exp time.Time) error {
 	if g.down.Load() {
 		return fmt.Errorf("%w: test guard down", replay.ErrUnavailable)
 	}
-	return g.Guard.Use(ctx, id, exp)
+	return g.Guard.Use(ctx, id, issued, exp)
 }
 
 // wireServer is a stateless go-sdk server behind the SDK's bearer-token

@@ -399,7 +399,7 @@ func (c *Call) use(ctx context.Context, token string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.m.o.Replay.Use(ctx, h.Tag, h.Expiry.Add(replay.Margin)); err != nil {
+	if err := c.m.o.Replay.Use(ctx, h.Tag, h.IssuedAt, h.Expiry.Add(replay.Margin)); err != nil {
 		return fmt.Errorf("mrtr: %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err)
 	}
 	return nil

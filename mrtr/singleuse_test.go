@@ -15,7 +15,9 @@ import (
 
 type unavailable struct{}
 
-func (unavailable) Use(context.Context, []byte, time.Time) error { return replay.ErrUnavailable }
+func (unavailable) Use(context.Context, []byte, time.Time, time.Time) error {
+	return replay.ErrUnavailable
+}
 
 func TestSingleUse(t *testing.T) {
 	m, c := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})

@@ -15,8 +15,8 @@ func ExampleNewMemory() {
 	g := replay.NewMemory(0)
 	ctx := context.Background()
 	id, keepUntil := []byte("a token's tag"), time.Now().Add(5*time.Minute)
-	fmt.Println(g.Use(ctx, id, keepUntil))
-	fmt.Println(g.Use(ctx, id, keepUntil))
+	fmt.Println(g.Use(ctx, id, time.Now(), keepUntil))
+	fmt.Println(g.Use(ctx, id, time.Now(), keepUntil))
 	// Output:
 	// <nil>
 	// replay: token already used

@@ -50,8 +50,9 @@ func NewMemory(max int) *Memory {
 	return m
 }
 
-// Use records id until expires.
-func (m *Memory) Use(_ context.Context, id []byte, expires time.Time) error {
+// Use records id until expires. A Memory guard keeps its records for as
+// long as its process lives, so it does not look at issuedAt.
+func (m *Memory) Use(_ context.Context, id []byte, _, expires time.Time) error {
 	k := sha256.Sum256(id) // a fixed-size key, whatever the tag's size
 	now := m.now().Unix()
 	s := &m.shard[k[0]%shards]

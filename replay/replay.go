@@ -38,11 +38,19 @@ import (
 // A Guard records uses of tokens. Implementations are safe for concurrent
 // use.
 type Guard interface {
-	// Use records the token id as used until expires. It returns an error
-	// matching ErrReplayed if the id was used before and has not expired,
-	// and one matching ErrUnavailable if it cannot tell (the guard is full,
-	// or its server does not answer); a caller must then refuse the token.
-	Use(ctx context.Context, id []byte, expires time.Time) error
+	// Use records the token id as used until keepUntil. issuedAt is when
+	// the token was sealed (its header's issued-at, whole seconds): a
+	// guard that lost its records at some time (a restart, a failover)
+	// refuses tokens issued before then, which it can no longer vouch for.
+	//
+	// Use returns nil only for the first use: the caller may then act on
+	// the token, once. It returns an error matching ErrReplayed if the id
+	// was used before and has not expired, and one matching ErrUnavailable
+	// if it cannot tell (the guard is full, its server does not answer in
+	// time, another use of the id is still undecided, or the token was
+	// issued before the guard lost its records); a caller must then refuse
+	// the token.
+	Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Time) error
 }
 
 var (

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -78,14 +80,26 @@ func (c config) handler(ring *keyring.Ring) (http.Handler, error) {
 	return mux, nil
 }
 
-// guard returns the replay guard -replay names.
+// guard returns the replay guard -replay names. A redis:// URL takes the
+// client's parameters (stores/redis) and guard_timeout, the bound on each
+// check (redisguard.Options.Timeout).
 func guard(where string) (replay.Guard, error) {
 	if where == "memory" || where == "" {
 		return replay.NewMemory(0), nil
+	}
+	var o redisguard.Options
+	if u, err := url.Parse(where); err == nil && u.Query().Has("guard_timeout") {
+		q := u.Query()
+		if o.Timeout, err = time.ParseDuration(q.Get("guard_timeout")); err != nil || o.Timeout <= 0 {
+			return nil, fmt.Errorf("-replay: guard_timeout=%q: want a positive duration such as 300ms", q.Get("guard_timeout"))
+		}
+		q.Del("guard_timeout")
+		u.RawQuery = q.Encode()
+		where = u.String()
 	}
 	client, err := redis.NewClient(where)
 	if err != nil {
 		return nil, err
 	}
-	return redisguard.New(client, redisguard.Options{}), nil
+	return redisguard.New(client, o), nil
 }

@@ -16,8 +16,10 @@ import (
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
+	"github.com/stateseal/stateseal/replay/redisguard"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
+	"github.com/stateseal/stateseal/stores/redis"
 )
 
 // fleet is four instances of the example server sharing a keyset in
@@ -65,7 +67,31 @@ func newFleet(t *testing.T, n int, persistentVault bool, p keyring.Policy) *flee
 	for i := range n {
 		f.add(t, fmt.Sprintf("instance-%d", i))
 	}
+	f.waitSingleUse(t)
 	return f
+}
+
+// waitSingleUse waits until states sealed now are past the Redis guard's
+// epoch: a Redis that just started vouches only for states sealed from
+// the second after its start plus the clock margin (docs/FLEET.md), and
+// this fleet starts along with its Redis.
+func (f *fleet) waitSingleUse(t *testing.T) {
+	client, err := redis.NewClient(f.redis.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	g := redisguard.New(client, redisguard.Options{})
+	defer g.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		et, err := g.Epoch(context.Background())
+		if err == nil && !time.Now().Truncate(time.Second).Before(et.Add(redisguard.DefaultClockMargin)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the single-use epoch did not pass: %v %v", et, err)
+		}
+	}
 }
 
 func (f *fleet) add(t *testing.T, name string, extra ...string) *instance {

@@ -142,14 +142,16 @@ var errTransport = errors.New("no instance answered")
 // not answer (killed, restarting): not answering is not a rejection. A
 // single-use round whose first try was lost with the instance may have
 // run there: its retry elsewhere is then refused as "replayed", which the
-// client cannot tell from a payment that did not happen. That is the
-// documented price of single use, counted apart as unanswered.
+// client cannot tell from a payment that did not happen, or, if the
+// instance died between Redis recording the use and confirming it, as
+// "unavailable" until the state expires. That is the documented price of
+// single use, counted apart as unanswered.
 func (c *client) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	var last error
 	for n, i := range rand.Perm(len(c.sessions)) {
 		res, err := c.sessions[i].CallTool(ctx, p)
 		if err == nil || rejected(err) {
-			if n > 0 && reason(err) == "replayed" {
+			if n > 0 && (reason(err) == "replayed" || reason(err) == "unavailable") {
 				return nil, fmt.Errorf("%w (retried after %v): %v", errTransport, last, err)
 			}
 			return res, err

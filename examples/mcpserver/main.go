@@ -52,7 +52,7 @@ func main() {
 	flag.StringVar(&c.audience, "audience", "stateseal-example", "audience bound into every state")
 	flag.StringVar(&c.principalHeader, "principal-header", "", "bind states to this request header's value, set by an authenticating proxy in front (default: no principal, AllowAnonymous)")
 	flag.StringVar(&c.singleUse, "single-use", "", "comma-separated tools whose states open once")
-	flag.StringVar(&c.replay, "replay", "memory", "where single use is recorded: memory, or a redis:// URL shared by a fleet")
+	flag.StringVar(&c.replay, "replay", "memory", "where single use is recorded: memory, or a redis:// URL shared by a fleet (guard_timeout=500ms bounds each check; dial_timeout, read_timeout, pool_size, max_retries... tune the client)")
 	flag.DurationVar(&c.poll, "poll", 10*time.Second, "how often to poll the keyset (a Redis store also notifies)")
 	flag.DurationVar(&c.clockOffset, "clock-offset", 0, "run this instance's clock ahead (or behind) by this much: clock-skew tests only")
 	flag.BoolVar(&c.noSeal, "no-seal", false, "serve without the middleware, states in the clear: a baseline for load tests only")

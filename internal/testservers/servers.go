@@ -159,6 +159,18 @@ func startRedis(t testing.TB, password string) *Redis {
 	return &Redis{Process: p, Password: password}
 }
 
+// StartRedisVolatile starts redis-server on loopback without persistence,
+// so that Restart brings it back empty, as a Redis used as a cache does;
+// args are more redis-server options (such as "--replicaof", HOST, PORT).
+func StartRedisVolatile(t testing.TB, args ...string) *Redis {
+	t.Helper()
+	bin := findBinary(t, RedisBinary)
+	port := FreePort(t)
+	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)
+	return &Redis{Process: start(t, "redis", bin, port, nil, args...)}
+}
+
 // StartVaultServer starts a Vault server that keeps its data in a
 // directory (file storage), initialized with one unseal key and unsealed,
 // so that Restart brings it back with everything written before: what a

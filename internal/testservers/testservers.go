@@ -134,6 +134,18 @@ func (p *Process) Stop() {
 	p.cmd = nil
 }
 
+// Signal sends sig to the running process: syscall.SIGSTOP and SIGCONT
+// hang it and let it go on, with its connections open.
+func (p *Process) Signal(sig syscall.Signal) {
+	p.t.Helper()
+	if p.cmd == nil {
+		p.t.Fatalf("%s is not running", p.name)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal %v to %s: %v", sig, p.name, err)
+	}
+}
+
 // Addr is the server's loopback address, host:port.
 func (p *Process) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
 

@@ -11,6 +11,17 @@
 // Cluster client, and master=NAME a Sentinel client whose addresses are
 // the sentinels': the store speaks through redis.UniversalClient.
 //
+// The client's timeouts and pool come from the URL too: go-redis's own
+// parameters (dial_timeout, read_timeout, write_timeout, pool_size,
+// pool_timeout, max_retries, min_retry_backoff, max_retry_backoff,
+// min_idle_conns, max_idle_conns, max_active_conns, conn_max_idle_time,
+// conn_max_lifetime, client_name, protocol, skip_verify and the others
+// redis.ParseURL reads), and dialer_retries and dialer_retry_timeout (how
+// many times, and how far apart, one connection is dialed). An unknown
+// parameter is refused. Durations are Go durations (300ms) or whole
+// seconds; max_retries=-1 turns retries off. Every command is also bounded
+// by its context's deadline.
+//
 // The keyset lives in one hash, NAME, with its document ("doc") and a
 // write counter ("rev"). The store's revision is derived from both: the
 // counter and the SHA-1 of the document, "N:SHA1HEX", computed inside
@@ -142,22 +153,51 @@ func NewClient(rawURL string) (goredis.UniversalClient, error) {
 	return goredis.NewUniversalClient(o), nil
 }
 
+// ours are the parameters the store reads itself; every other one goes to
+// go-redis's ParseURL, which refuses those it does not know.
+var ours = map[string]bool{"key": true, "addr": true, "master": true, "dialer_retries": true, "dialer_retry_timeout": true}
+
 func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	q := u.Query()
-	for k := range q {
-		if k != "key" && k != "addr" && k != "master" {
-			return nil, fmt.Errorf("unknown parameter %q (key, addr, master)", k)
+	rest := url.Values{}
+	for k, v := range q {
+		if !ours[k] {
+			rest[k] = v
 		}
 	}
 	base := *u
-	base.RawQuery = ""
+	base.RawQuery = rest.Encode()
 	o, err := goredis.ParseURL(base.String())
 	if err != nil {
+		if strings.Contains(err.Error(), "unexpected option") {
+			return nil, fmt.Errorf("%w (this store reads key, addr, master, dialer_retries, dialer_retry_timeout; go-redis the others: see docs/FLEET.md)", err)
+		}
 		return nil, err
 	}
 	uo := &goredis.UniversalOptions{
 		Addrs: append([]string{o.Addr}, q["addr"]...), MasterName: q.Get("master"),
 		Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+		ClientName: o.ClientName, Protocol: o.Protocol,
+		MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		PoolFIFO: o.PoolFIFO, PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout,
+		MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+		MaxConcurrentDials: o.MaxConcurrentDials,
+		PipelinePoolSize:   o.PipelinePoolSize, PipelineReadBufferSize: o.PipelineReadBufferSize, PipelineWriteBufferSize: o.PipelineWriteBufferSize,
+		ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime, ConnMaxLifetimeJitter: o.ConnMaxLifetimeJitter,
+		// A context's deadline bounds every command, not only the client's
+		// read and write timeouts.
+		ContextTimeoutEnabled: true,
+	}
+	if v := q.Get("dialer_retries"); v != "" {
+		if uo.DialerRetries, err = strconv.Atoi(v); err != nil || uo.DialerRetries < 1 {
+			return nil, fmt.Errorf("dialer_retries=%q: want a count of at least 1", v)
+		}
+	}
+	if v := q.Get("dialer_retry_timeout"); v != "" {
+		if uo.DialerRetryTimeout, err = time.ParseDuration(v); err != nil || uo.DialerRetryTimeout <= 0 {
+			return nil, fmt.Errorf("dialer_retry_timeout=%q: want a positive duration such as 50ms", v)
+		}
 	}
 	if uo.Username == "" && uo.Password == "" {
 		uo.Username, uo.Password = os.Getenv("REDIS_USERNAME"), os.Getenv("REDIS_PASSWORD")
