@@ -21,6 +21,9 @@ type Health struct {
 	// freshness window).
 	Installed time.Time `json:"installed,omitzero"`
 	Expires   time.Time `json:"expires,omitzero"`
+	// Polls counts the polls and reloads since Load, answered or not: a
+	// probe that sees it grow knows the loader is alive.
+	Polls uint64 `json:"polls"`
 	// LastCheck is the last poll or reload that confirmed the installed
 	// keyset is current (the store answered and nothing new failed).
 	LastCheck time.Time `json:"last_check,omitzero"`
@@ -42,7 +45,7 @@ func (l *Loader) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := Health{
-		LastCheck: l.lastCheck, StoreSeen: l.storeSeen, KMSSeen: l.kmsSeen,
+		Polls: l.polls, LastCheck: l.lastCheck, StoreSeen: l.storeSeen, KMSSeen: l.kmsSeen,
 		Installed: l.installed,
 	}
 	if l.ring != nil && l.current != nil {

@@ -164,6 +164,7 @@ type Loader struct {
 	// For Health.
 	installed, lastCheck, storeSeen, kmsSeen time.Time
 	lastErr                                  error
+	polls                                    uint64
 }
 
 // seenVersion is the highest version of a keyset a loader installed, and
@@ -339,6 +340,7 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 // until the next success or another failure, not at every tick; Reload
 // reports every time.
 func (l *Loader) reload(ctx context.Context, force bool) error {
+	l.polls++
 	if r, ok := l.Store.(stores.Revisioner); ok && !force && !l.retry {
 		rev, err := r.Revision(ctx)
 		if err != nil {

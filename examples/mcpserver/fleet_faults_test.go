@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,6 +61,53 @@ func (f *fleet) reports() []int {
 	return n
 }
 
+// health returns what instance i's /healthz says.
+func (f *fleet) health(t *testing.T, i int) keyset.Health {
+	t.Helper()
+	var h keyset.Health
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", f.instances[i].port))
+	if err != nil {
+		return h
+	}
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(&h)
+	return h
+}
+
+// waitHealth waits until what holds of the health of each of the first
+// three instances (the fourth may be down in other tests).
+func (f *fleet) waitHealth(t *testing.T, what string, ok func(keyset.Health) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := range f.instances[:3] {
+		for !ok(f.health(t, i)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d: %s: not within 30 s (%+v)", i, what, f.health(t, i))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// waitPolls waits until each of the first three instances has polled its
+// keyset n more times.
+func (f *fleet) waitPolls(t *testing.T, n uint64) {
+	t.Helper()
+	var from []uint64
+	for i := range f.instances[:3] {
+		from = append(from, f.health(t, i).Polls)
+	}
+	for i := range f.instances[:3] {
+		deadline := time.Now().Add(60 * time.Second)
+		for f.health(t, i).Polls < from[i]+n {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d did not poll %d more times in 60 s", i, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 // checkReportedOnce fails unless every instance reported exactly one more
 // failure than in before. A reload against a server that is down takes as
 // long as its client's retries, so it waits for the reports first, then
@@ -76,7 +125,7 @@ func (f *fleet) checkReportedOnce(t *testing.T, before []int, what string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(3 * time.Second)
+	f.waitPolls(t, 6) // six more polls, each of which could report again
 	for i, n := range f.reports() {
 		if n-before[i] != 1 {
 			t.Errorf("%s: instance %d reported %d failures, want 1", what, i, n-before[i])
@@ -137,7 +186,7 @@ func TestFleetFaults(t *testing.T) {
 		if _, err := s.Write(ctx, next, rev); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second) // six polls
+		f.waitHealth(t, "the KMS outage seen", func(h keyset.Health) bool { return h.Outage })
 		mustFlows(t, alice, "fleet_flow", 20, "KMS down")
 		mustFlows(t, alice, "fleet_pay", 5, "KMS down")
 		f.checkReportedOnce(t, before, "KMS down")
@@ -154,7 +203,7 @@ func TestFleetFaults(t *testing.T) {
 		paid := states[len(states)-1]
 		before := f.reports()
 		f.redis.Stop()
-		time.Sleep(3 * time.Second)
+		f.waitHealth(t, "the store outage seen", func(h keyset.Health) bool { return h.Outage })
 		mustFlows(t, alice, "fleet_flow", 20, "Redis down")
 		// Single use fails closed: the second round of a payment is refused
 		// as unavailable, with a clear error, and does not run.
@@ -190,11 +239,11 @@ func TestFleetFaults(t *testing.T) {
 		s, _ := keyset.OpenStore(ctx, f.keyset, nil)
 		good, rev, _ := s.Read(ctx)
 		before := f.reports()
-		rev2, err := s.Write(ctx, []byte(`{"format": "stateseal-keyset-v2", "broken`), rev)
+		rev2, err := s.Write(ctx, []byte(`{"format": "stateseal-keyset-v3", "broken`), rev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second)
+		f.waitHealth(t, "the broken keyset seen", func(h keyset.Health) bool { return h.Error != "" && !h.Outage })
 		mustFlows(t, alice, "fleet_flow", 20, "keyset corrupted")
 		f.checkReportedOnce(t, before, "keyset corrupted")
 		if _, err := s.Write(ctx, good, rev2); err != nil {

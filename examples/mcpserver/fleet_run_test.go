@@ -245,8 +245,19 @@ func TestFleet(t *testing.T) {
 		})
 	}
 
-	// The events, on a timeline, while the load runs.
-	time.Sleep(time.Second)
+	// The events, on a timeline, while the load runs. Each waits on the
+	// load (flows completed), or on the clock where the keyset's times
+	// decide: a key activates, or becomes safe to retire, at a moment.
+	waitFlows := func(n int64, what string) {
+		t.Helper()
+		target := c.flows.Load() + n
+		for deadline := time.Now().Add(30 * time.Second); c.flows.Load() < target; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d flows completed, want %d within 30 s", what, c.flows.Load(), target)
+			}
+		}
+	}
+	waitFlows(20, "before the rotation")
 	ks0 := readKeyset(t, f)
 	res, err := rotation.Rotate(ctx, f.keyset, nil, f.o)
 	if err != nil {
@@ -254,9 +265,9 @@ func TestFleet(t *testing.T) {
 	}
 	newKey, oldKey := res.Key, ks0.Keys[0].ID
 	activation := time.Now().Add(fleetPolicy.PropagationDelay)
-	time.Sleep(500 * time.Millisecond)
+	waitFlows(10, "after the rotation")
 	f.instances[2].kill() // mid-flow: its rounds go to the others
-	time.Sleep(2 * time.Second)
+	waitFlows(30, "with an instance killed")
 	f.instances[2].start(f.env)
 	time.Sleep(time.Until(activation.Add(time.Second)))
 	switched := time.Now()
