@@ -1,6 +1,7 @@
 package testservers
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -13,3 +14,5 @@ func procAttr() *syscall.SysProcAttr {
 
 // kill kills the server's process group.
 func kill(cmd *exec.Cmd) { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+
+var sigStop, sigCont os.Signal = syscall.SIGSTOP, syscall.SIGCONT

@@ -3,6 +3,7 @@
 package testservers
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -10,3 +11,6 @@ import (
 func procAttr() *syscall.SysProcAttr { return nil }
 
 func kill(cmd *exec.Cmd) { cmd.Process.Kill() }
+
+// No SIGSTOP here: Freeze and Thaw skip the test.
+var sigStop, sigCont os.Signal

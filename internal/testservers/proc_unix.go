@@ -3,6 +3,7 @@
 package testservers
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -14,3 +15,5 @@ func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true
 
 // kill kills the server's process group.
 func kill(cmd *exec.Cmd) { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+
+var sigStop, sigCont os.Signal = syscall.SIGSTOP, syscall.SIGCONT

@@ -134,12 +134,22 @@ func (p *Process) Stop() {
 	p.cmd = nil
 }
 
-// Signal sends sig to the running process: syscall.SIGSTOP and SIGCONT
-// hang it and let it go on, with its connections open.
-func (p *Process) Signal(sig syscall.Signal) {
+// Freeze hangs the process (SIGSTOP) with its connections open, as a
+// server stuck in a long pause looks to its clients; Thaw lets it go on
+// (SIGCONT). Unix only: elsewhere the test is skipped.
+func (p *Process) Freeze() { p.t.Helper(); p.Signal(sigStop) }
+
+// Thaw lets a frozen process go on.
+func (p *Process) Thaw() { p.t.Helper(); p.Signal(sigCont) }
+
+// Signal sends sig to the running process.
+func (p *Process) Signal(sig os.Signal) {
 	p.t.Helper()
 	if p.cmd == nil {
 		p.t.Fatalf("%s is not running", p.name)
+	}
+	if sig == nil {
+		p.t.Skip("this platform cannot freeze a process")
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		p.t.Fatalf("signal %v to %s: %v", sig, p.name, err)

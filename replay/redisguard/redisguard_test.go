@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -414,14 +413,14 @@ func TestStopped(t *testing.T) {
 	keep := time.Now().Add(time.Minute)
 
 	// Before the claim: it waits in the socket.
-	r.Signal(syscall.SIGSTOP)
+	r.Freeze()
 	start := time.Now()
 	err := g.Use(ctx, []byte("stopped"), at, keep)
 	took := time.Since(start)
 	if !errors.Is(err, replay.ErrUnavailable) || took > time.Second+200*time.Millisecond {
 		t.Fatalf("Redis stopped: %v after %v, want ErrUnavailable about the 200 ms timeout", err, took)
 	}
-	r.Signal(syscall.SIGCONT)
+	r.Thaw()
 	if ok, err := l.flow(other, "stopped", at, 10*time.Second); !ok {
 		t.Fatalf("after SIGCONT, the retry: %v", err)
 	}
@@ -442,11 +441,11 @@ func TestStopped(t *testing.T) {
 		}
 		return fmt.Errorf("no claim held yet: %v", err)
 	})
-	r.Signal(syscall.SIGSTOP)
+	r.Freeze()
 	if err := <-done; !errors.Is(err, replay.ErrUnavailable) {
 		t.Fatalf("claim held, Redis stopped: %v, want ErrUnavailable", err)
 	}
-	r.Signal(syscall.SIGCONT)
+	r.Thaw()
 	if ok, err := l.flow(other, "paused-stopped", at, 10*time.Second); !ok {
 		t.Fatalf("after SIGCONT, the retry: %v", err)
 	}
@@ -655,12 +654,12 @@ func TestFailover(t *testing.T) {
 		return nil
 	})
 	// The replica misses the next use.
-	replica.Signal(syscall.SIGSTOP)
+	replica.Freeze()
 	if ok, err := l.flow(g, "lost", at, 5*time.Second); !ok {
 		t.Fatal(err)
 	}
 	primary.Stop()
-	replica.Signal(syscall.SIGCONT)
+	replica.Thaw()
 	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -765,10 +764,10 @@ func TestLatency(t *testing.T) {
 			}
 		}
 	}
-	r.Signal(syscall.SIGSTOP)
+	r.Freeze()
 	// Bounds with room for a loaded machine; the log has the numbers.
 	measure("hung (SIGSTOP)", redisguard.DefaultTimeout+time.Second)
-	r.Signal(syscall.SIGCONT)
+	r.Thaw()
 	r.Stop()
 	measure("refusing connections", redisguard.DefaultTimeout+time.Second)
 }
