@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/seal"
 )
 
-var t0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
 
 // sealers returns a MAC and an AEAD sealer on fixed test keys (derived from
 // labels, so seed tokens stay valid across runs) and a fixed clock.

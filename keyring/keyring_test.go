@@ -5,9 +5,11 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
-var t0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
 
 func key(t *testing.T, alg Algorithm, activation time.Time, existing ...Key) Key {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -257,7 +258,7 @@ func TestPrimaryAgreesWithSnapshot(t *testing.T) {
 	}
 }
 
-var t0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
 
 func key(t *testing.T, alg keyring.Algorithm, activation time.Time, existing ...keyring.Key) keyring.Key {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -147,10 +148,10 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- l.Run(c, 2*time.Millisecond) }()
 	writeAtomic(t, path, []byte("{broken"))
-	waitFor(t, "the first report", func() bool { mu.Lock(); defer mu.Unlock(); return reports > 0 })
+	testkit.WaitFor(t, "the first report", func() bool { mu.Lock(); defer mu.Unlock(); return reports > 0 })
 	// Thirty more polls of the same broken file.
 	after := store.reads.Load()
-	waitFor(t, "thirty more polls", func() bool { return store.reads.Load() >= after+30 })
+	testkit.WaitFor(t, "thirty more polls", func() bool { return store.reads.Load() >= after+30 })
 	mu.Lock()
 	n := reports
 	mu.Unlock()
@@ -188,17 +189,6 @@ func writeAtomic(t *testing.T, path string, data []byte) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -268,9 +258,9 @@ func TestRevisionChecksAfterFailure(t *testing.T) {
 	defer cancel()
 	done := make(chan error)
 	go func() { done <- l.Run(c, time.Millisecond) }()
-	waitFor(t, "the broken document read", func() bool { return m.reads.Load() >= 2 })
+	testkit.WaitFor(t, "the broken document read", func() bool { return m.reads.Load() >= 2 })
 	reads, revs := m.reads.Load(), m.revCalls.Load()
-	waitFor(t, "fifty revision checks", func() bool { return m.revCalls.Load() >= revs+50 })
+	testkit.WaitFor(t, "fifty revision checks", func() bool { return m.revCalls.Load() >= revs+50 })
 	if n := m.reads.Load() - reads; n > 1 {
 		t.Fatalf("%d reads of an unchanged broken document in 50 polls", n)
 	}

@@ -17,13 +17,14 @@ import (
 	_ "github.com/stateseal/stateseal/backends/awskms"
 	_ "github.com/stateseal/stateseal/backends/gcpkms"
 	_ "github.com/stateseal/stateseal/backends/vault"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
 
 var (
 	ctx = context.Background()
-	t0  = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+	t0  = testkit.T0
 )
 
 // counting is a local KEK that counts the calls made to it, standing in

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
 
 var (
 	ctx = context.Background()
-	t0  = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+	t0  = testkit.T0
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))

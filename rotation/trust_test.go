@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -145,31 +146,20 @@ func TestSchedulerRun(t *testing.T) {
 	c, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- s.Run(c, time.Millisecond) }()
-	waitFor(t, "the scheduled rotation", func() bool { return len(read(t, path).Keys) == 2 })
+	testkit.WaitFor(t, "the scheduled rotation", func() bool { return len(read(t, path).Keys) == 2 })
 	good, _ := os.ReadFile(path)
 	os.WriteFile(path+".tmp", []byte("{broken"), 0o600)
 	os.Rename(path+".tmp", path)
-	waitFor(t, "failed ticks reported", func() bool { return failures.Load() >= 3 })
+	testkit.WaitFor(t, "failed ticks reported", func() bool { return failures.Load() >= 3 })
 	os.WriteFile(path+".tmp", good, 0o600)
 	os.Rename(path+".tmp", path)
 	n := s.Status().LastTick
-	waitFor(t, "a good tick again", func() bool { st := s.Status(); return st.LastTick.After(n) && st.Error == "" })
+	testkit.WaitFor(t, "a good tick again", func() bool { st := s.Status(); return st.LastTick.After(n) && st.Error == "" })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run returned %v", err)
 	}
 	if err := (&Scheduler{Path: path}).Run(ctx, 0); err == nil {
 		t.Fatal("interval 0 accepted")
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

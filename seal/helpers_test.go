@@ -4,11 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
 // t0 is the fixed clock of most tests.
-var t0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
 
 var testBinding = Binding{
 	Method:    "tools/call",

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -103,7 +104,7 @@ type env struct {
 	o   *rotation.Options
 }
 
-var t0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
 
 // run runs every test against tg.
 func run(t *testing.T, tg *target) {

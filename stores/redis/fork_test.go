@@ -11,11 +11,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -102,7 +102,7 @@ func TestForkAfterFailover(t *testing.T) {
 	if _, err := rotation.Init(ctx, loc, kek, keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the replica to hold version 1", func() bool {
+	testkit.WaitFor(t, "the replica to hold version 1", func() bool {
 		n, _ := rc.Exists(ctx, "stateseal:fork").Result()
 		return n == 1
 	})
@@ -143,16 +143,5 @@ func TestForkAfterFailover(t *testing.T) {
 	}
 	if ring.Current() != mine {
 		t.Fatal("the loader replaced its keyset with the other branch")
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

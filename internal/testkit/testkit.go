@@ -1,0 +1,56 @@
+// Package testkit holds what this module's tests share: a fixed instant,
+// a clock a test moves by hand, and a wait on a condition (tests wait on
+// conditions, never on fixed sleeps).
+package testkit
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// T0 is the instant fixed-clock tests start from: MCP 2026-07-28, noon UTC.
+var T0 = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+
+// A Clock is a clock a test sets and moves. Its methods are safe for
+// concurrent use; the zero value reads T0.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time, for options that take a func() time.Time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.IsZero() {
+		return T0
+	}
+	return c.t
+}
+
+// Advance moves the clock by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.IsZero() {
+		c.t = T0
+	}
+	c.t = c.t.Add(d)
+}
+
+// WaitFor polls ok every millisecond until it holds, and fails the test
+// if it does not within 10 seconds, naming what it waited for.
+func WaitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
