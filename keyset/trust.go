@@ -72,7 +72,7 @@ func matchKEK(name string, trusted []string) (string, error) {
 		}
 		names = append(names, redact.URL(id))
 	}
-	return "", fmt.Errorf("%w: the keyset names %s; this instance trusts %s", ErrUntrustedKEK, redact.URL(name), strings.Join(names, " and "))
+	return "", fmt.Errorf("%w: the keyset names %s; this instance trusts %s (the KEK comes from configuration: LoadOptions.KEK or PreviousKEK, sealctl --kek or $STATESEAL_KEK; names are compared as written)", ErrUntrustedKEK, redact.URL(name), strings.Join(names, " and "))
 }
 
 // kekIdentity is a KEK URL without its transport settings: the form a

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,9 @@ func newInit(p *paths) *cobra.Command {
 				return usageError{err}
 			}
 			path, kek := p.keysetPath(), p.kekURL()
+			if kek == "" && stores.IsURL(path) && !strings.HasPrefix(path, "file://") {
+				return usageError{fmt.Errorf("a keyset in a store needs --kek (or $%s): an absolute local:/path, local://env/NAME, or a KMS URL", envKEK)}
+			}
 			if kek == "" {
 				kek = defaultKEK
 			}

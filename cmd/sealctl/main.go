@@ -66,9 +66,13 @@ func newRoot() *cobra.Command {
 		Short: "Manage stateseal keysets and inspect tokens",
 		Long: `sealctl manages stateseal keysets: the keys that seal MCP request state.
 
-With no flags it works on ./keyset.json, whose KEK (./stateseal.kek after a
-plain "sealctl init") it finds through the keyset. --keyset and --kek, or
-$STATESEAL_KEYSET and $STATESEAL_KEK, point elsewhere.`,
+With no flags it works on ./keyset.json under the KEK ./stateseal.kek (what
+a plain "sealctl init" makes). --keyset and --kek, or $STATESEAL_KEYSET and
+$STATESEAL_KEK, point elsewhere. The KEK is the one sealctl is told, never
+one a keyset names: a keyset under another KEK is refused, and a keyset in
+a store (redis://, vault-kv://) needs --kek. sealctl records the newest
+version of each keyset it saw in $STATESEAL_STATE (a file; default
+~/.local/state/stateseal/seen.json) to report rollbacks and forks.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
