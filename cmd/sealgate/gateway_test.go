@@ -90,6 +90,7 @@ type fixture struct {
 	url  string
 	ring *keyring.Ring
 	o    *mrtr.Options
+	hc   *http.Client
 }
 
 func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map[string]any), mod func(*Gateway, *mrtr.Options)) *fixture {
@@ -130,7 +131,11 @@ func (f *fixture) post(msg any, hdr map[string]string) (int, map[string]any) {
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := f.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
 	}
