@@ -197,4 +197,3 @@ func sealctl(t *testing.T, dir string, args ...string) string {
 type buildError struct{ out string }
 
 func (e *buildError) Error() string { return "build: " + e.out }
-
