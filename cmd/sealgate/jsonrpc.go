@@ -134,10 +134,7 @@ var errBadState = errors.New("sealgate: requestState is not a string")
 // sealed: the plaintext never reaches the client.
 var sealError = rpcError{Code: codeInternalError, Message: "cannot seal requestState"}
 
-var (
-	inputRequired = []byte("input_required")
-	requestState  = []byte("requestState")
-)
+var requestState = []byte("requestState")
 
 // hasState reports whether b may hold a requestState member: the cheap
 // test before a message is parsed.
