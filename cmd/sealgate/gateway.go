@@ -91,6 +91,7 @@ func (g *Gateway) init() {
 			ModifyResponse: g.modifyResponse,
 			ErrorHandler:   g.errorHandler,
 			ErrorLog:       slog.NewLogLogger(g.logger().Handler(), slog.LevelWarn),
+			BufferPool:     bufferPool{},
 		}
 	})
 }
@@ -431,11 +432,14 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 	var c *call
 	if ex.single != nil && !hasState(raw) {
-		// The common case: the one response, without state. Mark it
-		// answered without parsing it whole.
-		if ex.single.answered || !bytes.Contains(raw, []byte(`"id"`)) {
-			return nil, nil
+		// The common case: the one call's response, without state,
+		// marked answered without being parsed (it only decides whether
+		// a broken stream gets an error event for the call).
+		if !ex.single.answered && bytes.Contains(raw, []byte(`"id"`)) &&
+			(bytes.Contains(raw, []byte(`"result"`)) || bytes.Contains(raw, []byte(`"error"`))) {
+			ex.single.answered = true
 		}
+		return nil, nil
 	}
 	m, err := parseObject(raw)
 	if err != nil {
@@ -527,6 +531,14 @@ func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
 }
+
+// bufferPool lends the proxy its copy buffers.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
 
 var errTooLarge = errors.New("too large")
 

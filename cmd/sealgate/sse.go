@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 )
 
 // An sseReader rewrites an upstream SSE stream event by event, as it
@@ -29,11 +30,55 @@ type sseReader struct {
 	done bool
 }
 
-func newSSEReader(src io.ReadCloser, ex *exchange) *sseReader {
-	return &sseReader{src: src, br: bufio.NewReaderSize(src, 16<<10), ex: ex}
+// sseReaders are reused: a reader and its buffers per response would be
+// most of what the gateway allocates.
+var sseReaders = sync.Pool{New: func() any { return &sseReader{br: bufio.NewReaderSize(nil, 16<<10)} }}
+
+// maxPooledEvent bounds the event buffer a pooled reader keeps.
+const maxPooledEvent = 64 << 10
+
+// sseBody is the response body the client gets: a pooled sseReader, given
+// back on the first Close.
+type sseBody struct{ s *sseReader }
+
+func (b *sseBody) Read(p []byte) (int, error) {
+	if b.s == nil {
+		return 0, io.ErrClosedPipe
+	}
+	return b.s.Read(p)
 }
 
-func (s *sseReader) Close() error { return s.src.Close() }
+func (b *sseBody) Close() error {
+	if b.s == nil {
+		return nil
+	}
+	s := b.s
+	b.s = nil
+	return s.release()
+}
+
+func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
+	s := sseReaders.Get().(*sseReader)
+	s.src, s.ex, s.done, s.off = src, ex, false, 0
+	s.br.Reset(src)
+	s.out, s.ev = s.out[:0], s.ev[:0]
+	return &sseBody{s}
+}
+
+// release closes the upstream body and gives the reader back to the pool.
+func (s *sseReader) release() error {
+	err := s.src.Close()
+	s.src, s.ex = nil, nil
+	s.br.Reset(nil)
+	if cap(s.ev) > maxPooledEvent {
+		s.ev = nil
+	}
+	if cap(s.out) > maxPooledEvent {
+		s.out = nil
+	}
+	sseReaders.Put(s)
+	return err
+}
 
 func (s *sseReader) Read(p []byte) (int, error) {
 	for s.off >= len(s.out) {
