@@ -54,6 +54,7 @@ type Gateway struct {
 	Stats Stats
 
 	states atomic.Pointer[mrtr.States] // nil until a keyset is loaded
+	dog    watchdog
 	once   sync.Once
 	proxy  *httputil.ReverseProxy
 	next   atomic.Uint64
@@ -104,8 +105,7 @@ type exchange struct {
 	single  *call  // the one call of a request that is not a batch
 	version string // MCP-Protocol-Version
 	r       *http.Request
-	cancel  context.CancelFunc
-	timer   *time.Timer
+	w       *watched // for the idle timeout
 }
 
 // A call is one JSON-RPC request sent upstream.
@@ -184,20 +184,78 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.ContentLength = int64(len(out))
 		r.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	ex.cancel = cancel
-	if g.IdleTimeout > 0 {
-		ex.timer = time.AfterFunc(g.IdleTimeout, cancel)
-		defer ex.timer.Stop()
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	if ex.w != nil {
+		g.dog.unwatch(ex.w)
 	}
-	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, ex)))
 }
 
-// progress restarts the idle timer: something arrived from upstream.
+// progress says something arrived from upstream, for the idle timeout.
 func (ex *exchange) progress() {
-	if ex.timer != nil {
-		ex.timer.Reset(ex.g.IdleTimeout)
+	if ex.w != nil {
+		ex.w.last.Store(time.Now().UnixNano())
+	}
+}
+
+// The idle timeout is kept by one goroutine per gateway, which closes the
+// body of a response from which nothing arrived for IdleTimeout: the
+// read waiting on it fails, and the client gets its error. (A context and
+// a timer per request cost more CPU than all the sealing.) The time to
+// the response's headers is the transport's ResponseHeaderTimeout.
+type watchdog struct {
+	mu      sync.Mutex
+	watched map[*watched]struct{}
+	running bool
+}
+
+type watched struct {
+	body     io.Closer
+	last     atomic.Int64 // UnixNano of the last progress
+	timedOut atomic.Bool
+}
+
+var errIdle = errors.New("upstream idle past the timeout")
+
+func (d *watchdog) watch(w *watched, idle time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.watched == nil {
+		d.watched = map[*watched]struct{}{}
+	}
+	d.watched[w] = struct{}{}
+	if !d.running {
+		d.running = true
+		go d.run(idle)
+	}
+}
+
+func (d *watchdog) unwatch(w *watched) {
+	d.mu.Lock()
+	delete(d.watched, w)
+	d.mu.Unlock()
+}
+
+// run checks the watched responses until none is left.
+func (d *watchdog) run(idle time.Duration) {
+	tick := min(idle/4, time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for range t.C {
+		now := time.Now().UnixNano()
+		d.mu.Lock()
+		if len(d.watched) == 0 {
+			d.running = false
+			d.mu.Unlock()
+			return
+		}
+		for w := range d.watched {
+			if now-w.last.Load() >= int64(idle) {
+				w.timedOut.Store(true)
+				w.body.Close()
+				delete(d.watched, w)
+			}
+		}
+		d.mu.Unlock()
 	}
 }
 
@@ -350,7 +408,11 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	if ex == nil {
 		return nil
 	}
-	ex.progress()
+	if g.IdleTimeout > 0 {
+		ex.w = &watched{body: resp.Body}
+		ex.progress()
+		g.dog.watch(ex.w, g.IdleTimeout)
+	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
@@ -363,6 +425,9 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		}
 		body, err := readBoundedIdle(resp.Body, g.MaxResponseBytes, ex)
 		resp.Body.Close()
+		if err != nil && ex.w != nil && ex.w.timedOut.Load() {
+			err = errIdle
+		}
 		if err != nil {
 			if errors.Is(err, errTooLarge) {
 				return fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
@@ -510,9 +575,7 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	case errors.Is(err, errUpstreamResponse):
 		g.Stats.Malformed.Add(1)
 		msg = errUpstreamResponse.Error()
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil && ex != nil && ex.r.Context().Err() == nil:
-		status, msg = http.StatusGatewayTimeout, "upstream timed out"
-	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+	case errors.Is(err, errIdle), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		status, msg = http.StatusGatewayTimeout, "upstream timed out"
 	}
 	g.logger().Warn("sealgate: upstream failed", "status", status, "err", err)

@@ -565,6 +565,9 @@ func TestMalformedUpstream(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) { c.reply(w, r) }, func(g *Gateway, _ *mrtr.Options) {
 				g.IdleTimeout = 200 * time.Millisecond
+				tr := http.DefaultTransport.(*http.Transport).Clone()
+				tr.ResponseHeaderTimeout = 200 * time.Millisecond
+				g.Transport = tr
 			})
 			_, m := f.post(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""), v2026)
 			e, _ := m["error"].(map[string]any)

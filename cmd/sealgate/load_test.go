@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -17,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -67,7 +70,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &Gateway{Upstreams: []*url.URL{pu}, Principal: Anonymous{}, BindSession: true, MaxRequestBytes: 8 << 20,
-		MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: time.Minute, Transport: tunedTransport(),
+		MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: idleForLoad(), Transport: tunedTransport(),
 		Logger: slog.New(slog.DiscardHandler)}
 	g.SetStates(st)
 	gs := httptest.NewServer(g)
@@ -79,6 +82,7 @@ func TestLoad(t *testing.T) {
 		lat       []time.Duration
 		selfCPU   time.Duration // this process: client, and proxy if any
 		upCPU     time.Duration
+		dials     int64 // connections opened, client to proxy and proxy to upstream
 	}
 	targets := []*target{
 		{name: "direct", url: plainBase + "/mcp", pid: plainPID},
@@ -109,13 +113,14 @@ func TestLoad(t *testing.T) {
 		}
 		tg.lat = tg.lat[:0]
 	}
-	const batch = 100
+	const batch = 20
 	for done := 0; done < n; done += batch {
 		for _, tg := range targets {
-			self0, up0 := selfCPU(), procCPU(t, tg.pid)
+			self0, up0, d0 := selfCPU(), procCPU(t, tg.pid), dials.Load()
 			for range batch {
 				flow(tg)
 			}
+			tg.dials += dials.Load() - d0
 			tg.selfCPU += selfCPU() - self0
 			tg.upCPU += procCPU(t, tg.pid) - up0
 		}
@@ -141,6 +146,9 @@ func TestLoad(t *testing.T) {
 	addedGate := p(gate.lat, .5) - p(direct.lat, .5)
 	gateCPU := (gate.selfCPU - proxy.selfCPU) / time.Duration(n)
 	mwCPU := (mw.upCPU - direct.upCPU) / time.Duration(n)
+	for _, tg := range targets {
+		fmt.Fprintf(&out, "connections opened during %s: %d\n", tg.name, tg.dials)
+	}
 	fmt.Fprintf(&out, "\nadded p50: sealgate %v / plain proxy %v = %.2f\n", addedGate.Round(time.Microsecond), addedProxy.Round(time.Microsecond), float64(addedGate)/float64(addedProxy))
 	fmt.Fprintf(&out, "CPU per flow for sealing (one seal, one open): sealgate minus plain proxy %v; middleware minus plain server %v\n", gateCPU.Round(100*time.Nanosecond), mwCPU.Round(100*time.Nanosecond))
 	t.Log("\n" + out.String())
@@ -148,9 +156,17 @@ func TestLoad(t *testing.T) {
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 
+// dials counts the connections the load test's transports open.
+var dials atomic.Int64
+
 func tunedTransport() *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}
 	return tr
 }
 
@@ -197,3 +213,9 @@ func startExampleProc(t *testing.T, args ...string) (string, int) {
 	return "", 0
 }
 
+func idleForLoad() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("SEALGATE_LOAD_IDLE")); err == nil {
+		return d
+	}
+	return time.Minute
+}

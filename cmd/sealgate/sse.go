@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -203,7 +202,7 @@ func (s *sseReader) fail(err error) {
 		msg = errUpstreamResponse.Error()
 	case errors.Is(err, errEventTooLarge):
 		msg = "upstream SSE event too large"
-	case errors.Is(err, context.Canceled) && ex.r.Context().Err() == nil:
+	case ex.w != nil && ex.w.timedOut.Load():
 		msg = "upstream timed out"
 	}
 	ex.g.Stats.UpstreamErrors.Add(1)
