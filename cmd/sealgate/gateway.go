@@ -103,6 +103,7 @@ type exchange struct {
 	g       *Gateway
 	calls   map[string]*call
 	single  *call  // the one call of a request that is not a batch
+	lazy    []byte // the request, if inspect left it unread
 	version string // MCP-Protocol-Version
 	r       *http.Request
 	w       *watched // for the idle timeout
@@ -288,6 +289,14 @@ func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		return g.inspectBatch(ex, st, body)
 	}
+	if !hasState(body) && !bytes.Contains(body, []byte(`\u`)) {
+		// No member is named requestState, however a parser decodes
+		// names: there is nothing to open. Most requests are such, and
+		// most of their responses carry no state either, so the request
+		// is read only if its response does (resolve).
+		ex.single, ex.lazy = &call{}, body
+		return body, nil
+	}
 	m, err := parseObject(body)
 	if err != nil {
 		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: "parse error: the gateway reads JSON strictly (no member named twice, valid UTF-8)"}}
@@ -301,6 +310,30 @@ func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *
 		return body, nil // unchanged, byte for byte
 	}
 	return out, nil
+}
+
+// resolve reads the request that inspect left unread, when its response
+// turns out to need it: to seal a state under its binding, or to name its
+// id in an error. A request the gateway cannot read strictly gets no
+// state sealed (the result becomes "cannot seal requestState").
+func (ex *exchange) resolve() {
+	body := ex.lazy
+	if body == nil {
+		return
+	}
+	ex.lazy = nil
+	m, err := parseObject(body)
+	if err != nil {
+		return
+	}
+	_, c, _ := ex.g.inspectMessage(ex, ex.g.states.Load(), m, false)
+	if c == nil {
+		return
+	}
+	answered := ex.single.answered
+	*ex.single = *c
+	ex.single.answered = answered
+	ex.calls[idKey(c.id)] = ex.single
 }
 
 // inspectBatch handles a JSON-RPC batch (protocol versions before
@@ -506,6 +539,7 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 		}
 		return nil, nil
 	}
+	ex.resolve()
 	m, err := parseObject(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
@@ -583,6 +617,7 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		http.Error(w, msg, status)
 		return
 	}
+	ex.resolve()
 	var id jsontext.Value
 	if ex.single != nil {
 		id = ex.single.id
