@@ -359,14 +359,14 @@ func (g *Gateway) inspectBatch(ex *exchange, st *mrtr.States, body []byte) ([]by
 // it changed, the call it makes (nil for a notification or a response),
 // or a refusal.
 func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch bool) ([]byte, *call, *refusal) {
-	id, isCall := m["id"]
+	id, isCall := m.get("id")
 	method, hasMethod, _ := m.str("method")
 	isCall = isCall && hasMethod && id.Kind() != 'n'
 	params, perr := m.object("params")
 	var rs jsontext.Value
 	var hasRS bool
 	if perr == nil && params != nil {
-		rs, hasRS = params["requestState"]
+		rs, hasRS = params.get("requestState")
 		hasRS = hasRS && rs.Kind() != 'n'
 	}
 	var c *call
@@ -387,7 +387,7 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	targetKey := "name"
 	if method == mrtr.MethodReadResource {
 		targetKey = "uri"
-	} else if args, ok := params["arguments"]; ok && args.Kind() != 'n' {
+	} else if args, ok := params.get("arguments"); ok && args.Kind() != 'n' {
 		c.req.Arguments = args
 	}
 	target, _, terr := params.str(targetKey)
@@ -417,7 +417,7 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	if params.set("requestState", plain) != nil || params.set(targetKey, target) != nil {
 		return nil, nil, &refusal{id: id, rpcError: stateError(errBadState)}
 	}
-	m["params"] = params.marshal()
+	m.put("params", params.marshal())
 	return m.marshal(), c, nil
 }
 
@@ -544,9 +544,9 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
 	}
-	id, hasID := m["id"]
-	_, isResult := m["result"]
-	_, isError := m["error"]
+	id, hasID := m.get("id")
+	_, isResult := m.get("result")
+	_, isError := m.get("error")
 	if hasID && (isResult || isError) {
 		c = ex.calls[idKey(id)]
 		if c != nil {
@@ -585,7 +585,7 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 	if res.set("requestState", tok) != nil {
 		return errorMessage(id, sealError), nil
 	}
-	m["result"] = res.marshal()
+	m.put("result", res.marshal())
 	return m.marshal(), nil
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -19,24 +21,70 @@ import (
 // upstream's parser would keep: a message the gateway cannot read one way
 // only is refused, never passed on unchecked.
 
-// object is one JSON object, its members undecoded.
-type object map[string]jsontext.Value
+// object is one JSON object: its members in order, their values
+// undecoded (slices of the input).
+type object []member
 
+type member struct {
+	name string
+	val  jsontext.Value
+}
+
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
+
+// parseObject reads b, one JSON object, strictly (exact names, no name
+// twice, valid UTF-8, nothing after it), without decoding its values.
 func parseObject(b []byte) (object, error) {
-	var o object
-	if err := json.Unmarshal(b, &o); err != nil {
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer func() {
+		dec.Reset(bytes.NewBuffer(nil))
+		decoders.Put(dec)
+	}()
+	dec.Reset(bytes.NewBuffer(b))
+	tok, err := dec.ReadToken()
+	if err != nil {
 		return nil, err
 	}
-	if o == nil {
+	if tok.Kind() != '{' {
 		return nil, errors.New("not an object")
 	}
+	o := make(object, 0, 8)
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		name := tok.String() // before the next call voids tok
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		end := dec.InputOffset()
+		o = append(o, member{name, jsontext.Value(b[end-int64(len(v)) : end])})
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("data after the object")
+	}
 	return o, nil
+}
+
+// get returns member k.
+func (o object) get(k string) (jsontext.Value, bool) {
+	for i := range o {
+		if o[i].name == k {
+			return o[i].val, true
+		}
+	}
+	return nil, false
 }
 
 // str returns member k as a string: ok is false if it is absent or null,
 // err is set if it is something else.
 func (o object) str(k string) (s string, ok bool, err error) {
-	v, present := o[k]
+	v, present := o.get(k)
 	if !present || v.Kind() == 'n' {
 		return "", false, nil
 	}
@@ -49,7 +97,7 @@ func (o object) str(k string) (s string, ok bool, err error) {
 
 // object returns member k as an object, nil if absent or null.
 func (o object) object(k string) (object, error) {
-	v, present := o[k]
+	v, present := o.get(k)
 	if !present || v.Kind() == 'n' {
 		return nil, nil
 	}
@@ -59,18 +107,44 @@ func (o object) object(k string) (object, error) {
 	return parseObject(v)
 }
 
-func (o object) set(k string, v any) error {
+// put sets member k to the JSON value b.
+func (o *object) put(k string, b []byte) {
+	for i := range *o {
+		if (*o)[i].name == k {
+			(*o)[i].val = b
+			return
+		}
+	}
+	*o = append(*o, member{k, b})
+}
+
+// set sets member k to v, encoded.
+func (o *object) set(k string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	o[k] = b
+	o.put(k, b)
 	return nil
 }
 
+// marshal encodes the object, its members in their order.
 func (o object) marshal() []byte {
-	b, _ := json.Marshal(o) // members are valid JSON values
-	return b
+	n := 2
+	for _, m := range o {
+		n += len(m.name) + len(m.val) + 4
+	}
+	b := make([]byte, 0, n+16)
+	b = append(b, '{')
+	for i, m := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, _ = jsontext.AppendQuote(b, m.name) // names came from valid JSON
+		b = append(b, ':')
+		b = append(b, m.val...)
+	}
+	return append(b, '}')
 }
 
 // idKey is the key of a JSON-RPC id in a map of calls: its canonical text.
