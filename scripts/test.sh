@@ -52,8 +52,8 @@ go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
 
-echo "== MCP conformance: input-required scenarios against examples/mcpserver"
-bash conformance/run.sh
+echo "== MCP conformance: input-required scenarios against examples/mcpserver, the TypeScript SDK's server, and both behind sealgate"
+bash conformance/run.sh sdk sdk-gateway ts ts-gateway
 
 echo "== allocation contract (without the race detector, which allocates)"
 go test -count=1 -run '^TestAllocs$' ./seal

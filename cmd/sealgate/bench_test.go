@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mrtr"
+)
+
+// cannedUpstream answers every request in memory as the go-sdk server
+// does: an SSE stream with one input_required result (first round) or a
+// complete result (retry).
+type cannedUpstream struct{}
+
+func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	var msg map[string]any
+	json.Unmarshal(b, &msg)
+	res, _ := json.Marshal(result(msg, stateResult(msg)))
+	body := "event: message\ndata: " + string(res) + "\n\n"
+	return &http.Response{StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Request: r,
+		Header:        http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache, no-transform"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: -1}, nil
+}
+
+func benchFlow(b *testing.B, h http.Handler) {
+	first, _ := json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", map[string]any{"seats": 2}, ""))
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(first))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		data := sseData(rec.Body.Bytes())
+		var m map[string]any
+		json.Unmarshal([]byte(data[0]), &m)
+		state := m["result"].(map[string]any)["requestState"].(string)
+		second, _ := json.Marshal(rpcCall(2, mrtr.MethodCallTool, "book", map[string]any{"seats": 2}, state))
+		rec = httptest.NewRecorder()
+		req = httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(second))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "got plain:book") {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}
+
+var benchUpstream, _ = url.Parse("http://upstream.invalid")
+
+// BenchmarkPlainProxyFlow and BenchmarkGatewayFlow run a two-round flow
+// through a plain httputil.ReverseProxy and through the gateway, against
+// an upstream in memory: the difference is the gateway's CPU per flow.
+func BenchmarkPlainProxyFlow(b *testing.B) {
+	p := httputil.NewSingleHostReverseProxy(benchUpstream)
+	p.Transport = cannedUpstream{}
+	benchFlow(b, p)
+}
+
+func BenchmarkGatewayFlow(b *testing.B) {
+	ring, _ := keyring.Generate(keyring.AEAD)
+	st, _ := newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
+	g := &Gateway{Upstreams: []*url.URL{benchUpstream}, Principal: Anonymous{}, BindSession: true, MaxRequestBytes: 8 << 20,
+		MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: 0, Transport: cannedUpstream{},
+		Logger: slog.New(slog.DiscardHandler)}
+	g.SetStates(st)
+	benchFlow(b, g)
+}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the gateway's configuration. Every field is a flag; each flag
+// NAME can also be set by the environment variable SEALGATE_NAME (upper
+// case, "-" as "_") and by the JSON file that -config names (an object of
+// flag names to values: strings, numbers, booleans, or arrays for lists).
+// A flag on the command line wins over the environment, which wins over
+// the file.
+type Config struct {
+	Listen, AdminListen string
+	Upstream            string // comma-separated URLs
+	Audience            string
+
+	Keyset, KEK, PreviousKEK, KeysetID string
+	Poll                               time.Duration
+
+	Principal                       string // anonymous, header, jwt or mtls
+	PrincipalHeader, TrustedProxies string
+	JWTIssuer, JWTAudience, JWKSURL string
+	JWTClaim                        string
+	JWKSRefresh                     time.Duration
+	TLSCert, TLSKey, ClientCA       string
+	CertField                       string
+
+	StripAuthorization bool
+	BindSession        bool
+
+	DefaultTTL time.Duration
+	TTL        string // tool=duration,...
+	SingleUse  string // tools, comma-separated
+	Replay     string // memory, or a redis:// URL
+
+	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
+	UpstreamTimeout, IdleTimeout, ShutdownTimeout    time.Duration
+
+	LogLevel, LogFormat string
+}
+
+func (c *Config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address the proxy listens on, HOST:PORT")
+	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "address of /healthz, /readyz and /metrics (\"\": none)")
+	fs.StringVar(&c.Upstream, "upstream", "", "upstream MCP server base URL(s), comma-separated, used in turn (required)")
+	fs.StringVar(&c.Audience, "audience", "", "audience bound into every state: this deployment's URL, say (required)")
+	fs.StringVar(&c.Keyset, "keyset", "", "keyset file or store URL (redis://..., vault-kv://...); \"\": an in-memory key, for one gateway only")
+	fs.StringVar(&c.KEK, "kek", "", "URL of the KEK the keyset must be under, trusted from here and never from the keyset (required for a store; default for a file: local:stateseal.kek beside it)")
+	fs.StringVar(&c.PreviousKEK, "previous-kek", "", "a second trusted KEK, during a rewrap")
+	fs.StringVar(&c.KeysetID, "keyset-id", "", "the only keyset id that loads (sealctl init prints it)")
+	fs.DurationVar(&c.Poll, "poll", 30*time.Second, "how often to poll the keyset for rotations")
+	fs.StringVar(&c.Principal, "principal", "", "who a state is bound to: anonymous, header, jwt or mtls (required)")
+	fs.StringVar(&c.PrincipalHeader, "principal-header", "X-Forwarded-User", "with -principal header: the header an authenticating proxy sets")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "with -principal header: the proxy's addresses, CIDRs comma-separated (required)")
+	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "with -principal jwt: the issuer (iss) tokens must name")
+	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "with -principal jwt: the audience (aud) tokens must include")
+	fs.StringVar(&c.JWKSURL, "jwks-url", "", "with -principal jwt: the issuer's JWKS URL")
+	fs.StringVar(&c.JWTClaim, "jwt-claim", "sub", "with -principal jwt: the claim holding the principal")
+	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", 10*time.Minute, "with -principal jwt: how often the JWKS is fetched again")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "and this key (PEM)")
+	fs.StringVar(&c.ClientCA, "client-ca", "", "with -principal mtls: CA certificates (PEM) that client certificates must chain to")
+	fs.StringVar(&c.CertField, "cert-field", "subject", "with -principal mtls: the principal is the certificate's subject, uri (first URI SAN) or sha256")
+	fs.BoolVar(&c.StripAuthorization, "strip-authorization", false, "do not forward the Authorization header upstream")
+	fs.BoolVar(&c.BindSession, "bind-session", true, "bind states to the Mcp-Session-Id header when a request has one (a stateful upstream)")
+	fs.DurationVar(&c.DefaultTTL, "default-ttl", 0, "lifetime of a state (0: 10 minutes); the keyset's maximum caps it")
+	fs.StringVar(&c.TTL, "ttl", "", "per-target lifetimes: name=duration,... (a tool or prompt name, a resource URI)")
+	fs.StringVar(&c.SingleUse, "single-use", "", "targets whose states open once, comma-separated")
+	fs.StringVar(&c.Replay, "replay", "memory", "where single use is recorded: memory (one gateway), or a redis:// URL shared by a fleet")
+	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", 8<<20, "largest request body")
+	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 16<<20, "largest JSON response body (SSE streams are bounded per event)")
+	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
+	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 30*time.Second, "time for the upstream to send its response headers")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 5*time.Minute, "end a response after this long without a byte from upstream (0: never)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "json or text")
+}
+
+// parseConfig reads the flags in args, then the environment, then the
+// -config file, each filling only what the ones before left unset.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet("sealgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.flags(fs)
+	var file string
+	fs.StringVar(&file, "config", "", "JSON file of flag values (env SEALGATE_CONFIG)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || f.Name == "config" || err != nil {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			}
+			set[f.Name] = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if file == "" {
+		file = getenv("SEALGATE_CONFIG")
+	}
+	if file != "" {
+		if err := applyFile(fs, file, set); err != nil {
+			return nil, err
+		}
+	}
+	return c, c.check()
+}
+
+func envName(flag string) string {
+	return "SEALGATE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+func applyFile(fs *flag.FlagSet, path string, set map[string]bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var m map[string]any
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if fs.Lookup(name) == nil || name == "config" {
+			return fmt.Errorf("%s: unknown setting %q", path, name)
+		}
+		if set[name] {
+			continue
+		}
+		var s string
+		switch v := m[name].(type) {
+		case string:
+			s = v
+		case json.Number:
+			s = v.String()
+		case bool:
+			s = strconv.FormatBool(v)
+		case []any:
+			parts := make([]string, len(v))
+			for i, p := range v {
+				parts[i] = fmt.Sprint(p)
+			}
+			s = strings.Join(parts, ",")
+		case map[string]any: // ttl as an object
+			keys := make([]string, 0, len(v))
+			for k := range v {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = k + "=" + fmt.Sprint(v[k])
+			}
+			s = strings.Join(parts, ",")
+		default:
+			return fmt.Errorf("%s: %s: unsupported value", path, name)
+		}
+		if err := fs.Set(name, s); err != nil {
+			return fmt.Errorf("%s: %s: %w", path, name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Config) check() error {
+	var errs []error
+	if c.Upstream == "" {
+		errs = append(errs, errors.New("-upstream is required"))
+	}
+	if c.Audience == "" {
+		errs = append(errs, errors.New("-audience is required: name this deployment, so that its states cannot move to another service sharing the keyset"))
+	}
+	switch c.Principal {
+	case "anonymous":
+	case "header":
+		if c.TrustedProxies == "" || c.PrincipalHeader == "" {
+			errs = append(errs, errors.New("-principal header needs -principal-header and -trusted-proxies"))
+		}
+	case "jwt":
+		if c.JWTIssuer == "" || c.JWTAudience == "" || c.JWKSURL == "" {
+			errs = append(errs, errors.New("-principal jwt needs -jwt-issuer, -jwt-audience and -jwks-url"))
+		}
+	case "mtls":
+		if c.TLSCert == "" || c.TLSKey == "" || c.ClientCA == "" {
+			errs = append(errs, errors.New("-principal mtls needs -tls-cert, -tls-key and -client-ca"))
+		}
+	case "":
+		errs = append(errs, errors.New("-principal is required: anonymous, header, jwt or mtls"))
+	default:
+		errs = append(errs, fmt.Errorf("-principal %q: want anonymous, header, jwt or mtls", c.Principal))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
+	}
+	return errors.Join(errs...)
+}
+
+// ttls parses -ttl.
+func (c *Config) ttls() (map[string]time.Duration, error) {
+	if c.TTL == "" {
+		return nil, nil
+	}
+	m := map[string]time.Duration{}
+	for _, kv := range strings.Split(c.TTL, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return nil, fmt.Errorf("-ttl: %q is not name=duration", kv)
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("-ttl: %s: %w", k, err)
+		}
+		m[k] = d
+	}
+	return m, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// flagHelp is the error of -h.
+var flagHelp = flag.ErrHelp

@@ -1,0 +1,673 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/stateseal/stateseal/mrtr"
+)
+
+// A Gateway is the reverse proxy: it opens the requestState a client
+// sends before the request reaches the upstream, and seals the
+// requestState of every result the upstream sends back, in a JSON body or
+// event by event in an SSE stream. Set its fields, then serve it; the
+// fields must not change after the first request.
+type Gateway struct {
+	// Upstreams are the MCP servers' base URLs; requests go to them in
+	// turn, with their path and query appended to the URL's path.
+	Upstreams []*url.URL
+	// Principal says who sent a request.
+	Principal PrincipalSource
+	// BindSession binds states to the request's Mcp-Session-Id header,
+	// for an upstream that is stateful (one without the header binds "").
+	BindSession bool
+	// StripAuthorization removes the Authorization header before a
+	// request goes upstream.
+	StripAuthorization bool
+	// MaxRequestBytes, MaxResponseBytes and MaxEventBytes bound a
+	// request body, a JSON response body, and one SSE event.
+	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
+	// IdleTimeout ends a response from which nothing arrived for that
+	// long (the client gets a JSON-RPC error for each call the upstream
+	// did not answer); 0 means none.
+	IdleTimeout time.Duration
+	// Transport reaches the upstreams; nil means a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// Logger receives errors; nil means slog.Default().
+	Logger *slog.Logger
+	// Stats counts what the gateway does.
+	Stats Stats
+
+	states atomic.Pointer[mrtr.States] // nil until a keyset is loaded
+	dog    watchdog
+	once   sync.Once
+	proxy  *httputil.ReverseProxy
+	next   atomic.Uint64
+}
+
+// Stats counts requests refused, responses rewritten and upstream
+// failures. Safe for concurrent use.
+type Stats struct {
+	Refused, Sealed, UpstreamErrors, Malformed atomic.Int64
+}
+
+// SetStates installs the States that open and seal; until then the
+// gateway answers 503 (the keyset is not loaded).
+func (g *Gateway) SetStates(s *mrtr.States) { g.states.Store(s) }
+
+// Ready reports whether a keyset is loaded.
+func (g *Gateway) Ready() bool { return g.states.Load() != nil }
+
+func (g *Gateway) logger() *slog.Logger {
+	if g.Logger != nil {
+		return g.Logger
+	}
+	return slog.Default()
+}
+
+func (g *Gateway) init() {
+	g.once.Do(func() {
+		t := g.Transport
+		if t == nil {
+			t = http.DefaultTransport.(*http.Transport).Clone()
+		}
+		g.proxy = &httputil.ReverseProxy{
+			Rewrite:        g.rewrite,
+			Transport:      t,
+			ModifyResponse: g.modifyResponse,
+			ErrorHandler:   g.errorHandler,
+			ErrorLog:       slog.NewLogLogger(g.logger().Handler(), slog.LevelWarn),
+			BufferPool:     bufferPool{},
+		}
+	})
+}
+
+// exchange is what the gateway knows of one request while its response
+// comes back: the calls it made, by JSON-RPC id.
+type exchange struct {
+	g       *Gateway
+	calls   map[string]*call
+	single  *call  // the one call of a request that is not a batch
+	lazy    []byte // the request, if inspect left it unread
+	version string // MCP-Protocol-Version
+	r       *http.Request
+	w       *watched // for the idle timeout
+}
+
+// A call is one JSON-RPC request sent upstream.
+type call struct {
+	id       jsontext.Value
+	req      mrtr.Request // Method is empty for a call that carries no state
+	mc       *mrtr.Call   // made on first use: the principal is looked up then
+	answered bool
+}
+
+func (c *call) stateful() bool { return c.req.Method != "" }
+
+// mrtrCall returns the call's mrtr.Call, looking up the principal the
+// first time.
+func (ex *exchange) mrtrCall(c *call, st *mrtr.States) *mrtr.Call {
+	if c.mc == nil {
+		c.req.Principal = ex.g.principal(ex.r)
+		c.mc = st.Call(c.req)
+	}
+	return c.mc
+}
+
+func (g *Gateway) principal(r *http.Request) string {
+	if g.Principal == nil {
+		return ""
+	}
+	p, err := g.Principal.Principal(r)
+	if err != nil {
+		g.logger().Debug("sealgate: no principal", "err", err)
+		return ""
+	}
+	return p
+}
+
+type exchangeKey struct{}
+
+const (
+	headerVersion = "Mcp-Protocol-Version"
+	headerSession = "Mcp-Session-Id"
+	version2026   = "2026-07-28"
+)
+
+// ServeHTTP proxies one request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.init()
+	st := g.states.Load()
+	if st == nil {
+		http.Error(w, "sealgate: no keyset loaded yet", http.StatusServiceUnavailable)
+		return
+	}
+	ex := &exchange{g: g, r: r, version: r.Header.Get(headerVersion)}
+	if r.Method == http.MethodPost && jsonRequest(r.Header.Get("Content-Type")) {
+		body, err := readBounded(r.Body, g.MaxRequestBytes)
+		r.Body.Close()
+		if err != nil {
+			if errors.Is(err, errTooLarge) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", g.MaxRequestBytes), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+			return
+		}
+		out, refusal := g.inspect(ex, st, body)
+		if refusal != nil {
+			g.Stats.Refused.Add(1)
+			status := http.StatusOK
+			// Since 2026-07-28 the go-sdk answers -32602 with HTTP 400
+			// (SEP-2575), and so does the gateway.
+			if refusal.Code == codeInvalidParams && ex.version >= version2026 || refusal.Code == codeParseError {
+				status = http.StatusBadRequest
+			}
+			writeJSON(w, status, errorMessage(refusal.id, refusal.rpcError))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(out))
+		r.ContentLength = int64(len(out))
+		r.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	}
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	if ex.w != nil {
+		g.dog.unwatch(ex.w)
+	}
+}
+
+// progress says something arrived from upstream, for the idle timeout.
+func (ex *exchange) progress() {
+	if ex.w != nil {
+		ex.w.last.Store(time.Now().UnixNano())
+	}
+}
+
+// The idle timeout is kept by one goroutine per gateway, which closes the
+// body of a response from which nothing arrived for IdleTimeout: the
+// read waiting on it fails, and the client gets its error. (A context and
+// a timer per request cost more CPU than all the sealing.) The time to
+// the response's headers is the transport's ResponseHeaderTimeout.
+type watchdog struct {
+	mu      sync.Mutex
+	watched map[*watched]struct{}
+	running bool
+}
+
+type watched struct {
+	body     io.Closer
+	last     atomic.Int64 // UnixNano of the last progress
+	timedOut atomic.Bool
+}
+
+var errIdle = errors.New("upstream idle past the timeout")
+
+func (d *watchdog) watch(w *watched, idle time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.watched == nil {
+		d.watched = map[*watched]struct{}{}
+	}
+	d.watched[w] = struct{}{}
+	if !d.running {
+		d.running = true
+		go d.run(idle)
+	}
+}
+
+func (d *watchdog) unwatch(w *watched) {
+	d.mu.Lock()
+	delete(d.watched, w)
+	d.mu.Unlock()
+}
+
+// run checks the watched responses until none is left.
+func (d *watchdog) run(idle time.Duration) {
+	tick := min(idle/4, time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for range t.C {
+		now := time.Now().UnixNano()
+		d.mu.Lock()
+		if len(d.watched) == 0 {
+			d.running = false
+			d.mu.Unlock()
+			return
+		}
+		for w := range d.watched {
+			if now-w.last.Load() >= int64(idle) {
+				w.timedOut.Store(true)
+				w.body.Close()
+				delete(d.watched, w)
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+func jsonRequest(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err != nil || mt == "application/json" || len(mt) > 5 && mt[len(mt)-5:] == "+json"
+}
+
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+type refusal struct {
+	id jsontext.Value
+	rpcError
+}
+
+// inspect reads the request's message (or batch), opens the state a
+// state-carrying call brings, and returns the body to send upstream, or
+// the refusal to send the client instead.
+func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *refusal) {
+	ex.calls = map[string]*call{}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return g.inspectBatch(ex, st, body)
+	}
+	if !hasState(body) && !bytes.Contains(body, []byte(`\u`)) {
+		// No member is named requestState, however a parser decodes
+		// names: there is nothing to open. Most requests are such, and
+		// most of their responses carry no state either, so the request
+		// is read only if its response does (resolve).
+		ex.single, ex.lazy = &call{}, body
+		return body, nil
+	}
+	m, err := parseObject(body)
+	if err != nil {
+		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: "parse error: the gateway reads JSON strictly (no member named twice, valid UTF-8)"}}
+	}
+	out, c, ref := g.inspectMessage(ex, st, m, false)
+	if ref != nil {
+		return nil, ref
+	}
+	ex.single = c
+	if out == nil {
+		return body, nil // unchanged, byte for byte
+	}
+	return out, nil
+}
+
+// resolve reads the request that inspect left unread, when its response
+// turns out to need it: to seal a state under its binding, or to name its
+// id in an error. A request the gateway cannot read strictly gets no
+// state sealed (the result becomes "cannot seal requestState").
+func (ex *exchange) resolve() {
+	body := ex.lazy
+	if body == nil {
+		return
+	}
+	ex.lazy = nil
+	m, err := parseObject(body)
+	if err != nil {
+		return
+	}
+	_, c, _ := ex.g.inspectMessage(ex, ex.g.states.Load(), m, false)
+	if c == nil {
+		return
+	}
+	answered := ex.single.answered
+	*ex.single = *c
+	ex.single.answered = answered
+	ex.calls[idKey(c.id)] = ex.single
+}
+
+// inspectBatch handles a JSON-RPC batch (protocol versions before
+// 2025-06-18): no call in it may carry state, and none is sealed for.
+func (g *Gateway) inspectBatch(ex *exchange, st *mrtr.States, body []byte) ([]byte, *refusal) {
+	var msgs []jsontext.Value
+	if err := jsonUnmarshal(body, &msgs); err != nil {
+		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: "parse error: the gateway reads JSON strictly (no member named twice, valid UTF-8)"}}
+	}
+	for _, raw := range msgs {
+		m, err := parseObject(raw)
+		if err != nil {
+			continue // the upstream answers an invalid member of a batch
+		}
+		if _, _, ref := g.inspectMessage(ex, st, m, true); ref != nil {
+			return nil, ref
+		}
+	}
+	return body, nil
+}
+
+// inspectMessage handles one message. It returns the message to send if
+// it changed, the call it makes (nil for a notification or a response),
+// or a refusal.
+func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch bool) ([]byte, *call, *refusal) {
+	id, isCall := m.get("id")
+	method, hasMethod, _ := m.str("method")
+	isCall = isCall && hasMethod && id.Kind() != 'n'
+	params, perr := m.object("params")
+	var rs jsontext.Value
+	var hasRS bool
+	if perr == nil && params != nil {
+		rs, hasRS = params.get("requestState")
+		hasRS = hasRS && rs.Kind() != 'n'
+	}
+	var c *call
+	if isCall {
+		c = &call{id: id}
+		ex.calls[idKey(id)] = c
+	}
+	carries := method == mrtr.MethodCallTool || method == mrtr.MethodGetPrompt || method == mrtr.MethodReadResource
+	if !isCall || !carries || batch || perr != nil || params == nil {
+		if hasRS {
+			// A requestState where none is ever sealed: refused
+			// unopened, as mcpgo's request hook refuses it.
+			return nil, nil, &refusal{id: id, rpcError: stateError(st.Refuse(mrtr.Request{Method: method, Label: mrtr.Unknown}))}
+		}
+		return nil, c, nil
+	}
+	c.req.Method = method
+	targetKey := "name"
+	if method == mrtr.MethodReadResource {
+		targetKey = "uri"
+	} else if args, ok := params.get("arguments"); ok && args.Kind() != 'n' {
+		c.req.Arguments = args
+	}
+	target, _, terr := params.str(targetKey)
+	c.req.Target = target
+	if g.BindSession {
+		c.req.Session = ex.r.Header.Get(headerSession)
+	}
+	if !hasRS {
+		return nil, c, nil
+	}
+	token, _, err := params.str("requestState")
+	if err == nil && terr != nil {
+		err = terr
+	}
+	if err != nil {
+		return nil, nil, &refusal{id: id, rpcError: stateError(st.Refuse(mrtr.Request{Method: method, Label: mrtr.Unknown}))}
+	}
+	if token == "" {
+		return nil, c, nil // as absent: the first round
+	}
+	plain, err := ex.mrtrCall(c, st).Open(ex.r.Context(), token)
+	if err != nil {
+		return nil, nil, &refusal{id: id, rpcError: stateError(err)}
+	}
+	// The upstream gets the message as the gateway read it: the state
+	// opened, and the target it was bound to, written out again.
+	if params.set("requestState", plain) != nil || params.set(targetKey, target) != nil {
+		return nil, nil, &refusal{id: id, rpcError: stateError(errBadState)}
+	}
+	m.put("params", params.marshal())
+	return m.marshal(), c, nil
+}
+
+// rewrite directs a request upstream.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	n := g.next.Add(1) - 1
+	u := g.Upstreams[n%uint64(len(g.Upstreams))]
+	pr.SetURL(u)
+	pr.Out.Host = u.Host
+	pr.SetXForwarded()
+	if g.StripAuthorization {
+		pr.Out.Header.Del("Authorization")
+	}
+	if g.Principal != nil {
+		g.Principal.Forward(pr.In, pr.Out)
+	}
+}
+
+func (g *Gateway) modifyResponse(resp *http.Response) error {
+	ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+	if ex == nil {
+		return nil
+	}
+	if g.IdleTimeout > 0 {
+		ex.w = &watched{body: resp.Body}
+		ex.progress()
+		g.dog.watch(ex.w, g.IdleTimeout)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case mt == "text/event-stream":
+		resp.Body = newSSEReader(resp.Body, ex)
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	case ex.calls != nil && (mt == "application/json" || mt == ""):
+		if mt == "" && resp.ContentLength == 0 {
+			return nil // 202 Accepted and the like
+		}
+		body, err := readBoundedIdle(resp.Body, g.MaxResponseBytes, ex)
+		resp.Body.Close()
+		if err != nil && ex.w != nil && ex.w.timedOut.Load() {
+			err = errIdle
+		}
+		if err != nil {
+			if errors.Is(err, errTooLarge) {
+				return fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
+			}
+			return fmt.Errorf("%w: %w", errUpstreamRead, err)
+		}
+		if mt == "" && len(bytes.TrimSpace(body)) == 0 {
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			return nil
+		}
+		out, err := ex.rewriteBody(body)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(out))
+		resp.ContentLength = int64(len(out))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	}
+	return nil
+}
+
+var (
+	errUpstreamResponse = errors.New("malformed upstream response")
+	errUpstreamRead     = errors.New("upstream response failed")
+)
+
+// rewriteBody seals the state of every result in a JSON body: one message
+// or a batch.
+func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
+	if !jsontext.Value(body).IsValid() {
+		return nil, fmt.Errorf("%w: not JSON", errUpstreamResponse)
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if !hasState(body) {
+			return body, nil
+		}
+		var msgs []jsontext.Value
+		if err := jsonUnmarshal(body, &msgs); err != nil {
+			return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
+		}
+		changed := false
+		for i, raw := range msgs {
+			out, err := ex.rewriteMessage(raw)
+			if err != nil {
+				return nil, err
+			}
+			if out != nil {
+				msgs[i], changed = out, true
+			}
+		}
+		if !changed {
+			return body, nil
+		}
+		return jsonMarshal(msgs)
+	}
+	out, err := ex.rewriteMessage(body)
+	if err != nil || out == nil {
+		return body, err
+	}
+	return out, nil
+}
+
+// rewriteMessage seals the state of one message from upstream if it is a
+// result that carries one. It returns nil if the message is unchanged.
+// A message that names a call of the exchange marks it answered.
+func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
+	var c *call
+	if ex.single != nil && !hasState(raw) {
+		// The common case: the one call's response, without state,
+		// marked answered without being parsed (it only decides whether
+		// a broken stream gets an error event for the call).
+		if !ex.single.answered && bytes.Contains(raw, []byte(`"id"`)) &&
+			(bytes.Contains(raw, []byte(`"result"`)) || bytes.Contains(raw, []byte(`"error"`))) {
+			ex.single.answered = true
+		}
+		return nil, nil
+	}
+	ex.resolve()
+	m, err := parseObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
+	}
+	id, hasID := m.get("id")
+	_, isResult := m.get("result")
+	_, isError := m.get("error")
+	if hasID && (isResult || isError) {
+		c = ex.calls[idKey(id)]
+		if c != nil {
+			c.answered = true
+		}
+	}
+	if !isResult || !hasState(raw) {
+		return nil, nil
+	}
+	res, err := m.object("result")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
+	}
+	state, ok, err := res.str("requestState")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
+	}
+	if !ok || state == "" {
+		return nil, nil
+	}
+	st := ex.g.states.Load()
+	if c == nil || !c.stateful() {
+		// A state for a request that cannot carry one back (another
+		// method, a batch, an id the gateway did not send): its
+		// plaintext must not reach the client.
+		ex.g.logger().Error("sealgate: upstream returned a requestState for a request that cannot carry state; answering an error", "method", methodOf(c))
+		return errorMessage(id, sealError), nil
+	}
+	tok, err := ex.mrtrCall(c, st).Seal(state)
+	if err != nil {
+		method, target := c.req.Method, mrtr.Unknown
+		ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+		return errorMessage(id, sealError), nil
+	}
+	ex.g.Stats.Sealed.Add(1)
+	if res.set("requestState", tok) != nil {
+		return errorMessage(id, sealError), nil
+	}
+	m.put("result", res.marshal())
+	return m.marshal(), nil
+}
+
+func methodOf(c *call) string {
+	if c == nil {
+		return "unknown id"
+	}
+	if c.req.Method == "" {
+		return "other"
+	}
+	return c.req.Method
+}
+
+// errorHandler answers a request whose upstream failed: a JSON-RPC error
+// for its call if it was one.
+func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	g.Stats.UpstreamErrors.Add(1)
+	status, msg := http.StatusBadGateway, "upstream unavailable"
+	switch {
+	case errors.Is(err, errUpstreamResponse):
+		g.Stats.Malformed.Add(1)
+		msg = errUpstreamResponse.Error()
+	case errors.Is(err, errIdle), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		status, msg = http.StatusGatewayTimeout, "upstream timed out"
+	}
+	g.logger().Warn("sealgate: upstream failed", "status", status, "err", err)
+	if ex == nil || ex.calls == nil {
+		http.Error(w, msg, status)
+		return
+	}
+	ex.resolve()
+	var id jsontext.Value
+	if ex.single != nil {
+		id = ex.single.id
+	}
+	writeJSON(w, status, errorMessage(id, rpcError{Code: codeInternalError, Message: msg}))
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// bufferPool lends the proxy its copy buffers.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+var errTooLarge = errors.New("too large")
+
+// readBounded reads r whole, failing with errTooLarge past max bytes (0:
+// no bound).
+func readBounded(r io.Reader, max int64) ([]byte, error) {
+	if max <= 0 {
+		return io.ReadAll(r)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err == nil && int64(len(b)) > max {
+		return nil, errTooLarge
+	}
+	return b, err
+}
+
+// readBoundedIdle is readBounded that restarts the exchange's idle timer
+// as data arrives.
+func readBoundedIdle(r io.Reader, max int64, ex *exchange) ([]byte, error) {
+	return readBounded(progressReader{r, ex}, max)
+}
+
+type progressReader struct {
+	r  io.Reader
+	ex *exchange
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.ex.progress()
+	}
+	return n, err
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay"
+)
+
+// The gateway reads JSON-RPC messages with go-json-experiment's defaults,
+// stricter than encoding/json's: member names match exactly (encoding/json
+// folds case into struct fields), a name given twice and invalid UTF-8 are
+// errors. So the method, target and requestState it checks are the ones an
+// upstream in any language reads, whichever of two duplicates that
+// upstream's parser would keep: a message the gateway cannot read one way
+// only is refused, never passed on unchecked.
+
+// object is one JSON object: its members in order, their values
+// undecoded (slices of the input).
+type object []member
+
+type member struct {
+	name string
+	val  jsontext.Value
+}
+
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
+
+// parseObject reads b, one JSON object, strictly (exact names, no name
+// twice, valid UTF-8, nothing after it), without decoding its values.
+func parseObject(b []byte) (object, error) {
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer func() {
+		dec.Reset(bytes.NewBuffer(nil))
+		decoders.Put(dec)
+	}()
+	dec.Reset(bytes.NewBuffer(b))
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok.Kind() != '{' {
+		return nil, errors.New("not an object")
+	}
+	o := make(object, 0, 8)
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		name := tok.String() // before the next call voids tok
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		end := dec.InputOffset()
+		o = append(o, member{name, jsontext.Value(b[end-int64(len(v)) : end])})
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("data after the object")
+	}
+	return o, nil
+}
+
+// get returns member k.
+func (o object) get(k string) (jsontext.Value, bool) {
+	for i := range o {
+		if o[i].name == k {
+			return o[i].val, true
+		}
+	}
+	return nil, false
+}
+
+// str returns member k as a string: ok is false if it is absent or null,
+// err is set if it is something else.
+func (o object) str(k string) (s string, ok bool, err error) {
+	v, present := o.get(k)
+	if !present || v.Kind() == 'n' {
+		return "", false, nil
+	}
+	if v.Kind() != '"' {
+		return "", false, errors.New(k + " is not a string")
+	}
+	err = json.Unmarshal(v, &s)
+	return s, err == nil, err
+}
+
+// object returns member k as an object, nil if absent or null.
+func (o object) object(k string) (object, error) {
+	v, present := o.get(k)
+	if !present || v.Kind() == 'n' {
+		return nil, nil
+	}
+	if v.Kind() != '{' {
+		return nil, errors.New(k + " is not an object")
+	}
+	return parseObject(v)
+}
+
+// put sets member k to the JSON value b.
+func (o *object) put(k string, b []byte) {
+	for i := range *o {
+		if (*o)[i].name == k {
+			(*o)[i].val = b
+			return
+		}
+	}
+	*o = append(*o, member{k, b})
+}
+
+// set sets member k to v, encoded.
+func (o *object) set(k string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	o.put(k, b)
+	return nil
+}
+
+// marshal encodes the object, its members in their order.
+func (o object) marshal() []byte {
+	n := 2
+	for _, m := range o {
+		n += len(m.name) + len(m.val) + 4
+	}
+	b := make([]byte, 0, n+16)
+	b = append(b, '{')
+	for i, m := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, _ = jsontext.AppendQuote(b, m.name) // names came from valid JSON
+		b = append(b, ':')
+		b = append(b, m.val...)
+	}
+	return append(b, '}')
+}
+
+// idKey is the key of a JSON-RPC id in a map of calls: its canonical text.
+func idKey(id jsontext.Value) string {
+	v := id.Clone()
+	if v.Canonicalize() != nil {
+		return string(id)
+	}
+	return string(v)
+}
+
+// Error codes, as the go-sdk middleware (package mcpsdk) answers them.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeInvalidParams  = -32602
+	codeInternalError  = -32603
+)
+
+type rpcError struct {
+	Code    int               `json:"code"`
+	Message string            `json:"message"`
+	Data    map[string]string `json:"data,omitempty"`
+}
+
+// errorMessage is a JSON-RPC error response to id (null if empty).
+func errorMessage(id jsontext.Value, e rpcError) []byte {
+	if len(id) == 0 {
+		id = jsontext.Value("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      jsontext.Value `json:"id"`
+		Error   rpcError       `json:"error"`
+	}{"2.0", id, e})
+	return b
+}
+
+// stateError is what a client is told about a state that did not open, or
+// could not be sealed: what mcpsdk's middleware answers, the same codes,
+// messages and reasons.
+func stateError(err error) rpcError {
+	var se *mrtr.StateError
+	if errors.As(err, &se) && se.Op == "seal" {
+		return rpcError{Code: codeInternalError, Message: "cannot seal requestState"}
+	}
+	reason := mrtr.Reason(err)
+	if errors.Is(err, mrtr.ErrArguments) || errors.Is(err, mrtr.ErrNoPrincipal) || errors.Is(err, errBadState) {
+		reason = "invalid"
+	}
+	if errors.Is(err, replay.ErrUnavailable) || reason == "unavailable" {
+		return rpcError{Code: codeInternalError, Message: "requestState single-use check unavailable; try again", Data: map[string]string{"reason": "unavailable"}}
+	}
+	return rpcError{Code: codeInvalidParams, Message: "invalid requestState", Data: map[string]string{"reason": reason}}
+}
+
+// errBadState is a requestState that is present but not a string.
+var errBadState = errors.New("sealgate: requestState is not a string")
+
+// sealError is the error that replaces a result whose state could not be
+// sealed: the plaintext never reaches the client.
+var sealError = rpcError{Code: codeInternalError, Message: "cannot seal requestState"}
+
+var requestState = []byte("requestState")
+
+// hasState reports whether b may hold a requestState member: the cheap
+// test before a message is parsed.
+func hasState(b []byte) bool { return bytes.Contains(b, requestState) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,0 +1,402 @@
+// Command sealgate is a reverse proxy for MCP Streamable HTTP that seals
+// requestState (MCP 2026-07-28 multi round-trip requests) in front of an
+// MCP server written in any language: beside one server as a sidecar, or
+// in front of a fleet.
+//
+// A tools/call, prompts/get or resources/read that carries
+// params.requestState has it opened before the request goes upstream,
+// bound to the method, the target, the principal, the audience, the MCP
+// session (when the upstream is stateful) and the arguments' digest; a
+// state that does not open is answered as stateseal's go-sdk middleware
+// answers it, and the upstream never sees the request. Every result the
+// upstream sends back with a requestState, in a JSON body or in an SSE
+// stream, has it sealed. Everything else passes through.
+//
+//	sealctl init
+//	sealgate -upstream http://127.0.0.1:3000 -audience https://mcp.example.com \
+//	         -keyset keyset.json -principal jwt -jwt-issuer https://id.example.com \
+//	         -jwt-audience https://mcp.example.com -jwks-url https://id.example.com/jwks.json
+//
+// docs/GATEWAY.md has the deployment guide.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/otelmetrics"
+	"github.com/stateseal/stateseal/replay"
+	"github.com/stateseal/stateseal/replay/redisguard"
+	"github.com/stateseal/stateseal/seal"
+	"github.com/stateseal/stateseal/stores/redis"
+
+	// Every KEK backend, so that any keyset's KEK URL opens.
+	_ "github.com/stateseal/stateseal/backends/awskms"
+	_ "github.com/stateseal/stateseal/backends/gcpkms"
+	_ "github.com/stateseal/stateseal/backends/vault"
+
+	// Every keyset store.
+	_ "github.com/stateseal/stateseal/stores/vaultkv"
+)
+
+func main() {
+	c, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flagHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "sealgate:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "sealgate:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(c *Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	o := &slog.HandlerOptions{Level: level}
+	switch c.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want json or text", c.LogFormat)
+}
+
+// run serves until ctx is done, then shuts down gracefully.
+func run(ctx context.Context, c *Config, logw io.Writer) error {
+	log, err := newLogger(c, logw)
+	if err != nil {
+		return err
+	}
+	g, err := newGateway(c, log)
+	if err != nil {
+		return err
+	}
+	principal, tlsConf, err := newPrincipal(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	g.Principal = principal
+
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	defer mp.Shutdown(context.Background())
+	metrics, err := otelmetrics.New(mp)
+	if err != nil {
+		return err
+	}
+	if err := gatewayMetrics(mp.Meter("github.com/stateseal/stateseal/cmd/sealgate"), g); err != nil {
+		return err
+	}
+
+	o, err := statesOptions(c, log)
+	if err != nil {
+		return err
+	}
+	o.Metrics = metrics
+
+	var shutting atomic.Bool
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	servers := []*http.Server{srv}
+	errc := make(chan error, 2)
+	if c.AdminListen != "" {
+		aln, err := net.Listen("tcp", c.AdminListen)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			switch {
+			case shutting.Load():
+				http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			case !g.Ready():
+				http.Error(w, "no keyset loaded", http.StatusServiceUnavailable)
+			default:
+				io.WriteString(w, "ok\n")
+			}
+		})
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, admin)
+		log.Info("sealgate: admin endpoints", "addr", "http://"+aln.Addr().String())
+		go func() { errc <- serve(admin, aln, false) }()
+	}
+	scheme := "http"
+	if tlsConf != nil {
+		scheme = "https"
+	}
+	log.Info("sealgate: proxying", "addr", scheme+"://"+ln.Addr().String(), "upstreams", c.Upstream, "principal", c.Principal)
+	go func() { errc <- serve(srv, ln, tlsConf != nil) }()
+
+	// The keyset loads in the background, retried until it does: until
+	// then /readyz says 503 and so does the proxy.
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		loadKeyset(ctx, c, g, o, metrics, log)
+	}()
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutting.Store(true)
+	log.Info("sealgate: shutting down", "timeout", c.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil {
+			s.Close() // streams still open at the deadline
+			errs = append(errs, err)
+		}
+	}
+	<-loaded
+	if len(errs) > 0 {
+		log.Warn("sealgate: shutdown deadline passed; closed the connections left", "err", errors.Join(errs...))
+	}
+	log.Info("sealgate: stopped")
+	return nil
+}
+
+func serve(s *http.Server, ln net.Listener, tls bool) error {
+	var err error
+	if tls {
+		err = s.ServeTLS(ln, "", "")
+	} else {
+		err = s.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func newGateway(c *Config, log *slog.Logger) (*Gateway, error) {
+	g := &Gateway{
+		BindSession:        c.BindSession,
+		StripAuthorization: c.StripAuthorization,
+		MaxRequestBytes:    c.MaxRequestBytes,
+		MaxResponseBytes:   c.MaxResponseBytes,
+		MaxEventBytes:      c.MaxEventBytes,
+		IdleTimeout:        c.IdleTimeout,
+		Logger:             log,
+	}
+	for _, s := range splitList(c.Upstream) {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("-upstream %q: want an http or https URL", s)
+		}
+		g.Upstreams = append(g.Upstreams, u)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = c.UpstreamTimeout
+	t.MaxIdleConnsPerHost = 256
+	g.Transport = t
+	return g, nil
+}
+
+func newPrincipal(ctx context.Context, c *Config, log *slog.Logger) (PrincipalSource, *tls.Config, error) {
+	var tlsConf *tls.Config
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if c.ClientCA != "" {
+			pem, err := os.ReadFile(c.ClientCA)
+			if err != nil {
+				return nil, nil, err
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, nil, fmt.Errorf("-client-ca %s: no certificate", c.ClientCA)
+			}
+			tlsConf.ClientCAs = pool
+			// Requests without a certificate still pass (the upstream
+			// decides about them); they cannot carry state.
+			tlsConf.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+	}
+	switch c.Principal {
+	case "anonymous":
+		return Anonymous{}, tlsConf, nil
+	case "header":
+		h := &HeaderPrincipal{Header: c.PrincipalHeader}
+		for _, s := range splitList(c.TrustedProxies) {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				a, aerr := netip.ParseAddr(s)
+				if aerr != nil {
+					return nil, nil, fmt.Errorf("-trusted-proxies %q: %w", s, err)
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			h.Trusted = append(h.Trusted, p.Masked())
+		}
+		return h, tlsConf, nil
+	case "jwt":
+		j := &JWTPrincipal{Issuer: c.JWTIssuer, Audience: c.JWTAudience, JWKSURL: c.JWKSURL, Claim: c.JWTClaim, Refresh: c.JWKSRefresh}
+		if err := j.Warm(ctx); err != nil {
+			// Not fatal: the issuer may come up after the gateway.
+			log.Warn("sealgate: cannot fetch the JWKS yet", "url", c.JWKSURL, "err", err)
+		}
+		return j, tlsConf, nil
+	case "mtls":
+		return &CertPrincipal{Field: c.CertField}, tlsConf, nil
+	}
+	return nil, nil, fmt.Errorf("-principal %q", c.Principal)
+}
+
+// statesOptions is the mrtr configuration, without Metrics.
+func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
+	ttl, err := c.ttls()
+	if err != nil {
+		return nil, err
+	}
+	o := &mrtr.Options{
+		Audience:       c.Audience,
+		AllowAnonymous: c.Principal == "anonymous",
+		DefaultTTL:     c.DefaultTTL,
+		TTL:            ttl,
+		Logger:         log,
+	}
+	if names := splitList(c.SingleUse); len(names) > 0 {
+		o.SingleUse = mrtr.Targets(names...)
+		switch c.Replay {
+		case "memory", "":
+			o.Replay = replay.NewMemory(0)
+		default:
+			client, err := redis.NewClient(c.Replay)
+			if err != nil {
+				return nil, fmt.Errorf("-replay: %w", err)
+			}
+			o.Replay = redisguard.New(client, redisguard.Options{Logger: log})
+		}
+	}
+	return o, nil
+}
+
+// loadKeyset loads the keyset, retrying until it loads or ctx ends, then
+// installs the States on g and follows the keyset's changes until ctx
+// ends.
+func loadKeyset(ctx context.Context, c *Config, g *Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger) {
+	var ring *keyring.Ring
+	var l *keyset.Loader
+	if c.Keyset == "" {
+		log.Warn("sealgate: no -keyset: sealing with an in-memory key, for one gateway only")
+		ring, _ = keyring.Generate(keyring.AEAD)
+	} else {
+		l = &keyset.Loader{Path: c.Keyset, Logger: log, Options: keyset.LoadOptions{KEK: c.KEK, PreviousKEK: c.PreviousKEK, KeysetID: c.KeysetID}}
+		defer l.Close()
+		wait := time.Second
+		for {
+			var err error
+			if ring, err = l.Load(ctx); err == nil {
+				break
+			}
+			log.Error("sealgate: cannot load the keyset; retrying", "err", err, "in", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 30*time.Second)
+		}
+		if err := m.ObserveLoader(l, ring); err != nil {
+			log.Warn("sealgate: keyset metrics", "err", err)
+		}
+	}
+	st, err := newStates(ring, o)
+	if err != nil {
+		log.Error("sealgate: cannot seal", "err", err)
+		return
+	}
+	g.SetStates(st)
+	log.Info("sealgate: keyset loaded; ready")
+	if l != nil {
+		l.Run(ctx, c.Poll)
+	}
+}
+
+// newStates is the one place the gateway builds a Sealer and its States.
+func newStates(ring *keyring.Ring, o *mrtr.Options) (*mrtr.States, error) {
+	s, err := seal.New(ring, nil)
+	if err != nil {
+		return nil, err
+	}
+	return mrtr.New(s, o)
+}
+
+// gatewayMetrics exports the gateway's own counts.
+func gatewayMetrics(meter metric.Meter, g *Gateway) error {
+	refused, err := meter.Int64ObservableCounter("sealgate.requests.refused", metric.WithDescription("requests answered by the gateway without reaching the upstream: a state that did not open, a message it cannot read"))
+	if err != nil {
+		return err
+	}
+	sealed, err := meter.Int64ObservableCounter("sealgate.results.sealed", metric.WithDescription("results whose requestState the gateway sealed"))
+	if err != nil {
+		return err
+	}
+	upstream, err := meter.Int64ObservableCounter("sealgate.upstream.errors", metric.WithDescription("upstream requests that failed: unreachable, timed out, broken or malformed responses"))
+	if err != nil {
+		return err
+	}
+	malformed, err := meter.Int64ObservableCounter("sealgate.upstream.malformed", metric.WithDescription("upstream responses that were not JSON-RPC"))
+	if err != nil {
+		return err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(refused, g.Stats.Refused.Load())
+		o.ObserveInt64(sealed, g.Stats.Sealed.Load())
+		o.ObserveInt64(upstream, g.Stats.UpstreamErrors.Load())
+		o.ObserveInt64(malformed, g.Stats.Malformed.Load())
+		return nil
+	}, refused, sealed, upstream, malformed)
+	return err
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sealgate.json")
+	os.WriteFile(file, []byte(`{"upstream":"http://file:1","audience":"file-aud","principal":"header","trusted-proxies":["10.0.0.0/8","127.0.0.1"],
+		"single-use":["pay","book"],"ttl":{"pay":"1m","book":"2m"},"max-event-bytes":1024,"strip-authorization":true}`), 0o600)
+	env := map[string]string{"SEALGATE_CONFIG": file, "SEALGATE_AUDIENCE": "env-aud", "SEALGATE_UPSTREAM": "http://env:1"}
+	c, err := parseConfig([]string{"-upstream", "http://flag:1"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Upstream != "http://flag:1" || c.Audience != "env-aud" || c.Principal != "header" || c.TrustedProxies != "10.0.0.0/8,127.0.0.1" ||
+		c.SingleUse != "pay,book" || c.MaxEventBytes != 1024 || !c.StripAuthorization || c.MaxRequestBytes != 8<<20 {
+		t.Fatalf("got %+v", c)
+	}
+	ttl, err := c.ttls()
+	if err != nil || ttl["pay"] != time.Minute || ttl["book"] != 2*time.Minute {
+		t.Fatalf("ttl %v %v", ttl, err)
+	}
+	for _, args := range [][]string{
+		{},
+		{"-upstream", "http://u", "-principal", "anonymous"},             // no audience
+		{"-upstream", "http://u", "-audience", "a"},                      // no principal
+		{"-upstream", "http://u", "-audience", "a", "-principal", "jwt"}, // no issuer
+		{"-upstream", "http://u", "-audience", "a", "-principal", "header"},
+		{"-upstream", "http://u", "-audience", "a", "-principal", "mtls"},
+		{"-upstream", "http://u", "-audience", "a", "-principal", "anyone"},
+	} {
+		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("%q: accepted", args)
+		}
+	}
+	os.WriteFile(file, []byte(`{"upstreams":"typo"}`), 0o600)
+	if _, err := parseConfig([]string{"-config", file}, func(string) string { return "" }, io.Discard); err == nil {
+		t.Error("an unknown setting in the file was accepted")
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond until it holds, failing the test after 30 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// logAddr finds the address a log line with msg reports.
+func logAddr(log, msg string) string {
+	for _, line := range strings.Split(log, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+			s, _ := m["addr"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// TestRun runs the binary's main loop: /readyz says 503 until the keyset
+// loads (here: until the keyset file appears), /metrics shows the sealing
+// counters, and the gateway shuts down when its context ends.
+func TestRun(t *testing.T) {
+	up := httptest.NewServer(&upstream{reply: stateReply})
+	defer up.Close()
+	dir := t.TempDir()
+	ks := filepath.Join(dir, "keyset.json")
+	c, err := parseConfig([]string{"-upstream", up.URL, "-audience", "https://gw.test", "-principal", "anonymous",
+		"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-keyset", ks, "-poll", "100ms"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, c, &logs) }()
+	var admin, proxy string
+	waitFor(t, "the listeners", func() bool {
+		admin, proxy = logAddr(logs.String(), "sealgate: admin endpoints"), logAddr(logs.String(), "sealgate: proxying")
+		return admin != "" && proxy != ""
+	})
+	get := func(path string) (int, string) {
+		resp, err := http.Get(admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if s, _ := get("/healthz"); s != 200 {
+		t.Fatalf("healthz %d", s)
+	}
+	if s, _ := get("/readyz"); s != http.StatusServiceUnavailable {
+		t.Fatalf("readyz %d before the keyset exists", s)
+	}
+	sealctl(t, dir, "init")
+	waitFor(t, "readiness", func() bool { s, _ := get("/readyz"); return s == 200 })
+	f := &fixture{t: t, url: proxy + "/mcp"}
+	_, m := f.post(rpcCall(1, "tools/call", "book", nil, ""), v2026)
+	tok := resultOf(t, m)["requestState"].(string)
+	_, m = f.post(rpcCall(2, "tools/call", "book", nil, tok+"x"), v2026)
+	if m["error"] == nil {
+		t.Fatalf("tampered: %v", m)
+	}
+	_, metrics := get("/metrics")
+	for _, want := range []string{`stateseal_states_sealed_total{method="tools/call"`, `stateseal_states_rejected_total{method="tools/call",`, "sealgate_requests_refused_total", "stateseal_keyset_version"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not shut down")
+	}
+	if !strings.Contains(logs.String(), "sealgate: stopped") {
+		t.Fatal("no shutdown log")
+	}
+}
+
+var sealctlBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// sealctl runs the sealctl command in dir, built once.
+func sealctl(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	sealctlBin.once.Do(func() {
+		d, err := os.MkdirTemp("", "sealgate-bin")
+		if err != nil {
+			sealctlBin.err = err
+			return
+		}
+		sealctlBin.path = filepath.Join(d, "sealctl")
+		out, err := exec.Command("go", "build", "-o", sealctlBin.path, "github.com/stateseal/stateseal/cmd/sealctl").CombinedOutput()
+		if err != nil {
+			sealctlBin.err = &buildError{string(out)}
+		}
+	})
+	if sealctlBin.err != nil {
+		t.Fatal(sealctlBin.err)
+	}
+	cmd := exec.Command(sealctlBin.path, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sealctl %s: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+type buildError struct{ out string }
+
+func (e *buildError) Error() string { return "build: " + e.out }

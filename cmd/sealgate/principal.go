@@ -1,0 +1,124 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// A PrincipalSource says who sent a request: the principal its states are
+// bound to. A request without one cannot carry state (unless the source
+// is Anonymous).
+type PrincipalSource interface {
+	// Principal returns the request's authenticated caller, or an error.
+	Principal(r *http.Request) (string, error)
+	// Forward adjusts the request going upstream (out) for what the
+	// source trusts: HeaderPrincipal removes its header when it came from
+	// an address it does not trust.
+	Forward(in, out *http.Request)
+}
+
+// errNoPrincipal: the request has no principal this source accepts.
+var errNoPrincipal = errors.New("sealgate: no principal")
+
+// Anonymous binds every state to no one: for an upstream without users,
+// whose tools act the same for every caller (mrtr.Options.AllowAnonymous).
+type Anonymous struct{}
+
+func (Anonymous) Principal(*http.Request) (string, error) { return "", nil }
+func (Anonymous) Forward(_, _ *http.Request)              {}
+
+// HeaderPrincipal takes the principal from a header that an
+// authenticating proxy in front of the gateway sets, and only on requests
+// from that proxy's addresses. From any other address the header is
+// ignored and removed before the request goes upstream, so that a client
+// cannot name itself to the upstream either.
+type HeaderPrincipal struct {
+	Header  string         // such as X-Forwarded-User
+	Trusted []netip.Prefix // the proxy's addresses
+}
+
+func (h *HeaderPrincipal) trusted(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range h.Trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *HeaderPrincipal) Principal(r *http.Request) (string, error) {
+	if !h.trusted(r) {
+		return "", fmt.Errorf("%w: %s set by an untrusted address", errNoPrincipal, h.Header)
+	}
+	v := r.Header.Values(h.Header)
+	if len(v) != 1 || v[0] == "" {
+		return "", fmt.Errorf("%w: want one %s header", errNoPrincipal, h.Header)
+	}
+	return v[0], nil
+}
+
+func (h *HeaderPrincipal) Forward(in, out *http.Request) {
+	if !h.trusted(in) {
+		out.Header.Del(h.Header)
+	}
+}
+
+// CertPrincipal takes the principal from the client's TLS certificate,
+// verified by the gateway's listener against its client CAs: the
+// certificate's subject, its first URI SAN (a SPIFFE id), or the SHA-256
+// of the certificate.
+type CertPrincipal struct {
+	Field string // "subject" (default), "uri" or "sha256"
+}
+
+func (c *CertPrincipal) Principal(r *http.Request) (string, error) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return "", fmt.Errorf("%w: no verified client certificate", errNoPrincipal)
+	}
+	cert := r.TLS.VerifiedChains[0][0]
+	switch c.Field {
+	case "", "subject":
+		if s := cert.Subject.String(); s != "" {
+			return s, nil
+		}
+	case "uri":
+		if len(cert.URIs) > 0 {
+			return cert.URIs[0].String(), nil
+		}
+	case "sha256":
+		sum := sha256.Sum256(cert.Raw)
+		return "sha256:" + hex.EncodeToString(sum[:]), nil
+	}
+	return "", fmt.Errorf("%w: the client certificate has no %s", errNoPrincipal, c.Field)
+}
+
+func (*CertPrincipal) Forward(_, _ *http.Request) {}
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(r *http.Request) (string, bool) {
+	v := r.Header.Values("Authorization")
+	if len(v) != 1 {
+		return "", false
+	}
+	scheme, tok, ok := strings.Cut(v[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}

@@ -1,0 +1,233 @@
+//lint:file-ignore SA1019 sampling and roots are deprecated in MCP 2026-07-28 (SEP-2577) but still in the protocol, and the fixtures use them.
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay"
+	"github.com/stateseal/stateseal/seal"
+)
+
+var exampleBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// startExample starts examples/mcpserver with its own sealing off
+// (-no-seal) and returns its base URL: a go-sdk server that trusts
+// whatever requestState it gets, as a server without protection does.
+func startExample(t *testing.T) string {
+	t.Helper()
+	exampleBin.once.Do(func() {
+		d, err := os.MkdirTemp("", "sealgate-bin")
+		if err != nil {
+			exampleBin.err = err
+			return
+		}
+		exampleBin.path = filepath.Join(d, "mcpserver")
+		if out, err := exec.Command("go", "build", "-o", exampleBin.path, "github.com/stateseal/stateseal/examples/mcpserver").CombinedOutput(); err != nil {
+			exampleBin.err = &buildError{string(out)}
+		}
+	})
+	if exampleBin.err != nil {
+		t.Fatal(exampleBin.err)
+	}
+	cmd := exec.Command(exampleBin.path, "-no-seal", "-addr", "127.0.0.1:0")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	re := regexp.MustCompile(`MCP server at (http://\S+)/mcp`)
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			go io.Copy(io.Discard, stderr)
+			return m[1]
+		}
+	}
+	t.Fatal("the example server did not start")
+	return ""
+}
+
+// headerTransport adds a principal header to every request.
+type headerTransport struct{ user string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-User", h.user)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// sdkGateway starts a gateway in front of the example server, binding
+// states to the X-User header, with single use for one tool.
+func sdkGateway(t *testing.T) (*fixture, *mrtr.Counters) {
+	t.Helper()
+	base := startExample(t)
+	u, _ := url.Parse(base)
+	counters := &mrtr.Counters{}
+	ring, _ := keyring.Generate(keyring.AEAD)
+	o := &mrtr.Options{Audience: "https://gw.test", Metrics: counters,
+		SingleUse: mrtr.Targets("test_input_required_result_tampered_state"), Replay: replay.NewMemory(0)}
+	st, err := newStates(ring, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{Upstreams: []*url.URL{u}, BindSession: true, MaxRequestBytes: 1 << 20, MaxResponseBytes: 1 << 20, MaxEventBytes: 1 << 20,
+		IdleTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Principal: &HeaderPrincipal{Header: "X-User", Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	g.SetStates(st)
+	gs := httptest.NewServer(g)
+	t.Cleanup(gs.Close)
+	return &fixture{t: t, gw: g, url: gs.URL + "/mcp", ring: ring, o: o}, counters
+}
+
+// TestGoSDKBehindGateway: the go-sdk client runs every fixture of the
+// example server (sealing off) through the gateway; the states it echoes
+// are the gateway's tokens.
+func TestGoSDKBehindGateway(t *testing.T) {
+	f, counters := sdkGateway(t)
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "color": "green", "ok": true, "context": "c"}}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Hi"}}, nil
+		},
+	})
+	c.AddRoots(&mcp.Root{URI: "file:///r", Name: "r"})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.url, HTTPClient: &http.Client{Transport: headerTransport{"alice"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for tool, want := range map[string]string{
+		"test_input_required_result_elicitation":     "Hello, Ada!",
+		"test_input_required_result_request_state":   "state-ok",
+		"test_input_required_result_tampered_state":  "state-ok",
+		"test_input_required_result_multi_round":     "Multi-round complete: Ada likes green",
+		"test_input_required_result_sampling":        "Sampling response: Hi",
+		"test_input_required_result_list_roots":      "Client exposed 1 root(s): file:///r",
+		"test_input_required_result_multiple_inputs": "Hi Ada — 1 root(s) visible",
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", tool, got, want)
+		}
+	}
+	p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "test_input_required_result_prompt"})
+	if err != nil || p.Messages[0].Content.(*mcp.TextContent).Text != "Context: c" {
+		t.Fatalf("prompt: %v %+v", err, p)
+	}
+	v := counters.Values()
+	if v.Sealed < 5 || v.Opened < 5 || len(v.Rejected) != 0 {
+		t.Fatalf("counters %+v: the states did not go through the gateway", v)
+	}
+}
+
+// sdkCall is a tools/call as a 2026-07-28 client sends it to a go-sdk
+// server: the protocol version, client info and capabilities in _meta,
+// the method and name in headers.
+func sdkCall(f *fixture, id int, tool, user string, args map[string]any, state string) (int, map[string]any) {
+	msg := rpcCall(id, mrtr.MethodCallTool, tool, args, state)
+	p := msg["params"].(map[string]any)
+	p["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    version2026,
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "attacker", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+	}
+	if state != "" {
+		p["inputResponses"] = map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
+	}
+	return f.post(msg, map[string]string{headerVersion: version2026, "Mcp-Method": mrtr.MethodCallTool, "Mcp-Name": tool, "X-User": user})
+}
+
+// TestAttacksThroughGateway: the attack categories against the go-sdk
+// example server without its own sealing, through the gateway: every one
+// refused, and the valid flow still completes.
+func TestAttacksThroughGateway(t *testing.T) {
+	f, counters := sdkGateway(t)
+	const tool, single = "test_input_required_result_request_state", "test_input_required_result_tampered_state"
+	args := map[string]any{"order": 1}
+	first := func(tool string) string {
+		_, m := sdkCall(f, 1, tool, "alice", args, "")
+		tok, _ := resultOf(t, m)["requestState"].(string)
+		if tok == "" || strings.Contains(tok, "confirm") {
+			t.Fatalf("first round: %v", m)
+		}
+		return tok
+	}
+	tok, singleTok := first(tool), first(single)
+	expired := func() string {
+		s, _ := seal.New(f.ring, &seal.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+		st, _ := mrtr.New(s, f.o)
+		tk, err := st.Seal(mrtr.Request{Method: mrtr.MethodCallTool, Target: tool, Principal: "alice", Arguments: []byte(`{"order":1}`)}, `{"step":"confirm","fixture":"v1"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}()
+	attacks := []struct {
+		name, tool, user string
+		args             map[string]any
+		state, reason    string
+	}{
+		{"moved to another tool", "test_input_required_result_elicitation", "alice", args, tok, "invalid"},
+		{"moved to another principal", tool, "mallory", args, tok, "invalid"},
+		{"moved to other arguments", tool, "alice", map[string]any{"order": 2}, tok, "invalid"},
+		{"tampered", tool, "alice", args, tok[:10] + flip(tok[10:11]) + tok[11:], "invalid"},
+		{"tampered (suffix)", tool, "alice", args, tok + "-TAMPERED", "invalid"},
+		{"truncated", tool, "alice", args, tok[:len(tok)-4], "invalid"},
+		{"expired", tool, "alice", args, expired, "expired"},
+	}
+	refusedN := 0
+	for _, a := range attacks {
+		status, m := sdkCall(f, 2, a.tool, a.user, a.args, a.state)
+		refused(t, status, m, http.StatusBadRequest, a.reason)
+		refusedN++
+	}
+	// Single use: the first use completes, the replay is refused.
+	_, m := sdkCall(f, 3, single, "alice", args, singleTok)
+	if !strings.Contains(fmt.Sprint(m["result"]), "state-ok") {
+		t.Fatalf("single-use first use: %v", m)
+	}
+	status, m := sdkCall(f, 4, single, "alice", args, singleTok)
+	refused(t, status, m, http.StatusBadRequest, "replayed")
+	refusedN++
+	// The valid flow completes after all that.
+	_, m = sdkCall(f, 5, tool, "alice", args, tok)
+	if !strings.Contains(fmt.Sprint(m["result"]), "state-ok") {
+		t.Fatalf("valid retry: %v", m)
+	}
+	v := counters.Values()
+	if v.Rejected["invalid"]+v.Rejected["expired"]+v.Rejected["replayed"] != refusedN {
+		t.Fatalf("counters %+v, want %d refusals", v, refusedN)
+	}
+	t.Logf("attacks through the gateway: %d tried, %d refused, 0 accepted", refusedN, refusedN)
+}

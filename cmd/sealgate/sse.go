@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+)
+
+// An sseReader rewrites an upstream SSE stream event by event, as it
+// arrives: an event whose data is a result carrying a requestState gets
+// the state sealed, every other event passes byte for byte. It holds one
+// event at a time, at most Gateway.MaxEventBytes.
+//
+// When the stream breaks (an error reading it, an event over the bound, a
+// message that is not JSON-RPC, the idle timeout), the client gets a
+// JSON-RPC error event for every call the upstream had not answered, and
+// the stream ends: never a hang, never a half event.
+type sseReader struct {
+	src  io.ReadCloser
+	br   *bufio.Reader
+	ex   *exchange
+	out  []byte
+	off  int
+	ev   []byte
+	done bool
+}
+
+// sseReaders are reused: a reader and its buffers per response would be
+// most of what the gateway allocates.
+var sseReaders = sync.Pool{New: func() any { return &sseReader{br: bufio.NewReaderSize(nil, 16<<10)} }}
+
+// maxPooledEvent bounds the event buffer a pooled reader keeps.
+const maxPooledEvent = 64 << 10
+
+// sseBody is the response body the client gets: a pooled sseReader, given
+// back on the first Close.
+type sseBody struct{ s *sseReader }
+
+func (b *sseBody) Read(p []byte) (int, error) {
+	if b.s == nil {
+		return 0, io.ErrClosedPipe
+	}
+	return b.s.Read(p)
+}
+
+func (b *sseBody) Close() error {
+	if b.s == nil {
+		return nil
+	}
+	s := b.s
+	b.s = nil
+	return s.release()
+}
+
+func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
+	s := sseReaders.Get().(*sseReader)
+	s.src, s.ex, s.done, s.off = src, ex, false, 0
+	s.br.Reset(src)
+	s.out, s.ev = s.out[:0], s.ev[:0]
+	return &sseBody{s}
+}
+
+// release closes the upstream body and gives the reader back to the pool.
+func (s *sseReader) release() error {
+	err := s.src.Close()
+	s.src, s.ex = nil, nil
+	s.br.Reset(nil)
+	if cap(s.ev) > maxPooledEvent {
+		s.ev = nil
+	}
+	if cap(s.out) > maxPooledEvent {
+		s.out = nil
+	}
+	sseReaders.Put(s)
+	return err
+}
+
+func (s *sseReader) Read(p []byte) (int, error) {
+	for s.off >= len(s.out) {
+		if s.done {
+			return 0, io.EOF
+		}
+		s.out, s.off = s.out[:0], 0
+		s.next()
+	}
+	n := copy(p, s.out[s.off:])
+	s.off += n
+	return n, nil
+}
+
+var errEventTooLarge = errors.New("an SSE event over the gateway's bound")
+
+// next reads one event and appends what the client gets to s.out.
+func (s *sseReader) next() {
+	s.ev = s.ev[:0]
+	max := s.ex.g.MaxEventBytes
+	for {
+		line, err := s.br.ReadSlice('\n')
+		if len(line) > 0 {
+			s.ex.progress()
+			if max > 0 && int64(len(s.ev)+len(line)) > max {
+				s.fail(fmt.Errorf("%w (%d bytes)", errEventTooLarge, max))
+				return
+			}
+			s.ev = append(s.ev, line...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF {
+			// The stream ended. An event without its closing blank line
+			// is discarded, as an SSE client would.
+			s.done = true
+			return
+		}
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		if blank(line) {
+			s.process()
+			return
+		}
+	}
+}
+
+func blank(line []byte) bool {
+	return len(line) == 1 || len(line) == 2 && line[0] == '\r'
+}
+
+// process appends the event in s.ev, rewritten if need be, to s.out.
+func (s *sseReader) process() {
+	ev := s.ev
+	if !hasState(ev) && (s.ex.allAnswered() || !bytes.Contains(ev, []byte(`"id"`))) {
+		s.out = append(s.out, ev...)
+		return
+	}
+	var data []byte
+	ndata := 0
+	for rest := ev; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			v = bytes.TrimRight(v, "\r\n")
+			if ndata > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+			ndata++
+		}
+	}
+	if ndata == 0 || len(bytes.TrimSpace(data)) == 0 {
+		s.out = append(s.out, ev...)
+		return
+	}
+	msg, err := s.ex.rewriteMessage(data)
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	if msg == nil {
+		s.out = append(s.out, ev...)
+		return
+	}
+	// The same event with its data replaced: every other field (id,
+	// event, retry, comments) is kept, in order.
+	for rest := ev; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if bytes.HasPrefix(line, []byte("data:")) || blank(line) {
+			continue
+		}
+		s.out = append(s.out, line...)
+	}
+	s.out = append(s.out, "data: "...)
+	s.out = append(s.out, msg...)
+	s.out = append(s.out, "\n\n"...)
+}
+
+// fail ends the stream: an error event for every call not answered.
+func (s *sseReader) fail(err error) {
+	s.done = true
+	s.src.Close()
+	ex := s.ex
+	msg := "upstream response failed"
+	switch {
+	case errors.Is(err, errUpstreamResponse):
+		ex.g.Stats.Malformed.Add(1)
+		msg = errUpstreamResponse.Error()
+	case errors.Is(err, errEventTooLarge):
+		msg = "upstream SSE event too large"
+	case ex.w != nil && ex.w.timedOut.Load():
+		msg = "upstream timed out"
+	}
+	ex.g.Stats.UpstreamErrors.Add(1)
+	ex.g.logger().Warn("sealgate: upstream stream ended", "err", err)
+	ex.resolve()
+	keys := make([]string, 0, len(ex.calls))
+	for k, c := range ex.calls {
+		if !c.answered {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c := ex.calls[k]
+		c.answered = true
+		s.out = append(s.out, "event: message\ndata: "...)
+		s.out = append(s.out, errorMessage(c.id, rpcError{Code: codeInternalError, Message: msg})...)
+		s.out = append(s.out, "\n\n"...)
+	}
+}
+
+// allAnswered reports whether every call has had its response.
+func (ex *exchange) allAnswered() bool {
+	if ex.single != nil {
+		return ex.single.answered
+	}
+	for _, c := range ex.calls {
+		if !c.answered {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stateseal/stateseal/mrtr"
+)
+
+// TestStreamingMemory: a 10 MB SSE response (640 progress notifications
+// of 16 KB, then an input_required result) passes through the gateway
+// event by event, in order, its state sealed, while the process's heap
+// stays flat: the gateway holds one event at a time, never the stream.
+func TestStreamingMemory(t *testing.T) {
+	const events, size = 640, 16 << 10
+	pad := strings.Repeat("x", size-120)
+	f := newFixture(t, func(w http.ResponseWriter, _ *http.Request, msg map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		bw := bufio.NewWriterSize(w, 64<<10)
+		for i := range events {
+			fmt.Fprintf(bw, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":%d,\"message\":\"%s\"}}\n\n", i, pad)
+		}
+		b, _ := json.Marshal(result(msg, stateResult(msg)))
+		fmt.Fprintf(bw, "event: message\ndata: %s\n\n", b)
+		bw.Flush()
+	}, nil)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak atomic.Uint64
+	sample := func() {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		if m.HeapInuse > peak.Load() {
+			peak.Store(m.HeapInuse)
+		}
+	}
+	b, _ := json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""))
+	resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	total, n, next := 0, 0, 0
+	var last []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		total += len(line)
+		if bytes.HasPrefix(line, []byte("data: ")) {
+			if bytes.Contains(line, []byte("notifications/progress")) {
+				if !bytes.Contains(line, []byte(fmt.Sprintf(`"progress":%d,`, next))) {
+					t.Fatalf("event %d out of order", next)
+				}
+				next++
+			} else {
+				last = append(last[:0], line...)
+			}
+			n++
+			if n%32 == 0 {
+				sample()
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			t.Fatal(err)
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(bytes.TrimPrefix(last, []byte("data: ")), &m); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := resultOf(t, m)["requestState"].(string)
+	if next != events || tok == "" || strings.Contains(tok, "plain") {
+		t.Fatalf("%d progress events, state %q", next, tok)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	growth := int64(peak.Load()) - int64(before.HeapInuse)
+	t.Logf("streamed %.1f MB in %d events; heap in use %.1f MB before, peak %.1f MB (growth %.1f MB); allocated %.1f MB in all",
+		float64(total)/1e6, n, float64(before.HeapInuse)/1e6, float64(peak.Load())/1e6, float64(growth)/1e6, float64(after.TotalAlloc-before.TotalAlloc)/1e6)
+	if total < 10<<20 {
+		t.Fatalf("streamed only %d bytes", total)
+	}
+	if growth > 4<<20 {
+		t.Fatalf("heap grew by %d bytes while streaming %d", growth, total)
+	}
+}
