@@ -20,6 +20,7 @@ import (
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/backends/awskms"
 	"github.com/stateseal/stateseal/internal/redact"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -181,7 +182,8 @@ func TestKMSUnreachable(t *testing.T) {
 	c, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go l.Run(c, 10*time.Millisecond)
-	time.Sleep(500 * time.Millisecond) // dozens of polls against a KMS that does not answer
+	// Twenty polls against a KMS that does not answer.
+	testkit.WaitFor(t, "twenty polls", func() bool { return l.Health().Polls >= 20 })
 	mu.Lock()
 	n := len(reports)
 	mu.Unlock()

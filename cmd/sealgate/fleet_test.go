@@ -70,7 +70,7 @@ func TestGatewayFleet(t *testing.T) {
 		defer l.Close()
 		go l.Run(ctx, 200*time.Millisecond)
 		st, err := newStates(ring, &mrtr.Options{Audience: "https://fleet.test", Metrics: &mrtr.Counters{},
-			SingleUse: mrtr.Targets("fleet_pay"), Replay: redisguard.New(client, redisguard.Options{})})
+			SingleUse: mrtr.Targets("fleet_pay"), Replay: redisguard.New(client, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -316,7 +316,7 @@ func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
 			if err != nil {
 				return nil, fmt.Errorf("-replay: %w", err)
 			}
-			o.Replay = redisguard.New(client, redisguard.Options{Logger: log})
+			o.Replay = redisguard.New(client, &redisguard.Options{Logger: log})
 		}
 	}
 	return o, nil

@@ -101,5 +101,5 @@ func guard(where string) (replay.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return redisguard.New(client, o), nil
+	return redisguard.New(client, &o), nil
 }

@@ -81,7 +81,7 @@ func (f *fleet) waitSingleUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	g := redisguard.New(client, redisguard.Options{})
+	g := redisguard.New(client, nil)
 	defer g.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		et, err := g.Epoch(context.Background())

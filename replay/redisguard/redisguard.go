@@ -2,7 +2,7 @@
 // token, on any instance, is recorded in Redis, exactly once or not at
 // all, with an honest answer either way.
 //
-//	g := redisguard.New(client, redisguard.Options{}) // client: a redis.UniversalClient
+//	g := redisguard.New(client, nil) // client: a redis.UniversalClient; nil: the default options
 //	defer g.Close()
 //
 // Through redis.UniversalClient it works with a single server, Sentinel
@@ -150,7 +150,11 @@ type Guard struct {
 }
 
 // New returns a guard over client and starts its background work.
-func New(client goredis.UniversalClient, o Options) *Guard {
+func New(client goredis.UniversalClient, opts *Options) *Guard {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	if o.Prefix == "" {
 		o.Prefix = "stateseal:used:"
 	}

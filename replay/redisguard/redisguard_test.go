@@ -44,7 +44,7 @@ func newClient(t testing.TB, addr string) goredis.UniversalClient {
 }
 
 func newGuard(t testing.TB, c goredis.UniversalClient, o redisguard.Options) *redisguard.Guard {
-	g := redisguard.New(c, o)
+	g := redisguard.New(c, &o)
 	t.Cleanup(func() { g.Close() })
 	return g
 }
