@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,75 +57,6 @@ func helperCmd(path string, n int) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("STATESEAL_ROTATE_HELPER=%d %s", n, path))
 	return cmd
-}
-
-// TestTwoProcessesRotate: two processes rotate the same keyset 50 times
-// each, at once. Every committed key is in the final keyset, each
-// process's versions strictly increase, every version is committed once,
-// and every attempt that did not commit got ErrConflict.
-func TestTwoProcessesRotate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
-	path, _, _ := setup(t)
-	const n = 50
-	outs := make([][]byte, 2)
-	var wg sync.WaitGroup
-	for i := range outs {
-		wg.Go(func() {
-			out, err := helperCmd(path, n).Output()
-			if err != nil {
-				t.Errorf("process %d: %v\n%s", i, err, out)
-			}
-			outs[i] = out
-		})
-	}
-	wg.Wait()
-	committed := map[uint64]string{}
-	ok, conflicts := 0, 0
-	for i, out := range outs {
-		var last uint64
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if len(lines) != n {
-			t.Fatalf("process %d made %d attempts, want %d", i, len(lines), n)
-		}
-		for _, line := range lines {
-			var v uint64
-			var id string
-			if line == "conflict" {
-				conflicts++
-				continue
-			}
-			if _, err := fmt.Sscanf(line, "ok %d %s", &v, &id); err != nil {
-				t.Fatalf("process %d: %q", i, line)
-			}
-			if v <= last {
-				t.Fatalf("process %d: version %d after %d", i, v, last)
-			}
-			if other, dup := committed[v]; dup {
-				t.Fatalf("version %d committed twice (%s and %s)", v, other, id)
-			}
-			last, committed[v] = v, id
-			ok++
-		}
-	}
-	ks := read(t, path)
-	if ks.Version != uint64(1+ok) || len(ks.Keys) != 1+ok {
-		t.Fatalf("final keyset version %d with %d keys; %d rotations committed", ks.Version, len(ks.Keys), ok)
-	}
-	for v, id := range committed {
-		found := false
-		for _, k := range ks.Keys {
-			found = found || keyring.FormatID(k.ID) == id
-		}
-		if !found {
-			t.Fatalf("key %s, committed as version %d, is missing", id, v)
-		}
-	}
-	t.Logf("%d rotations committed, %d conflicts", ok, conflicts)
-	if ok+conflicts != 2*n {
-		t.Fatalf("%d + %d attempts", ok, conflicts)
-	}
 }
 
 // TestKillDuringRotation kills a process that rotates in a loop with
@@ -203,33 +133,8 @@ func TestKillDuringRotation(t *testing.T) {
 	}
 }
 
-// TestSchedulersRace runs four schedulers on one keyset at the moment a
-// rotation is due: exactly one rotates.
-func TestSchedulersRace(t *testing.T) {
-	path, clk, o := setup(t)
-	clk.advance(keyring.DefaultPolicy().RotationInterval)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	rotated := 0
-	for range 4 {
-		wg.Go(func() {
-			s := &Scheduler{Path: path, Options: *o}
-			tr, err := s.Tick(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			if tr.Rotated != 0 {
-				rotated++
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if ks := read(t, path); rotated != 1 || len(ks.Keys) != 2 {
-		t.Fatalf("%d schedulers rotated; keyset has %d keys", rotated, len(ks.Keys))
-	}
-}
+// Two processes rotating at once, and four schedulers ticking at once, are
+// tested against every store, this file included, in internal/integration.
 
 // TestSchedulerRetires: once the old key's tokens have all expired, a
 // tick retires it; before, it does not.
