@@ -569,6 +569,10 @@ func TestMalformedUpstream(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","RequestState":"plain"}}`)
 		}, "malformed upstream response"},
+		{"SSE line ended by a lone CR", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: message\rdata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"requestState\":\"plain\"}}\r\r\n\n")
+		}, "malformed upstream response"},
 		{"state not a string", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":{"plain":1}}}`)
