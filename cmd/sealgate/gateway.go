@@ -275,6 +275,8 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 	w.Write(b)
 }
 
+const parseErrorMessage = "parse error: the gateway reads JSON strictly (no member named twice, valid UTF-8, no JSON-RPC member name in another case)"
+
 type refusal struct {
 	id jsontext.Value
 	rpcError
@@ -289,7 +291,7 @@ func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		return g.inspectBatch(ex, st, body)
 	}
-	if !hasState(body) && !bytes.Contains(body, []byte(`\u`)) {
+	if !hasState(body) {
 		// No member is named requestState, however a parser decodes
 		// names: there is nothing to open. Most requests are such, and
 		// most of their responses carry no state either, so the request
@@ -299,7 +301,7 @@ func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *
 	}
 	m, err := parseObject(body)
 	if err != nil {
-		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: "parse error: the gateway reads JSON strictly (no member named twice, valid UTF-8)"}}
+		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
 	}
 	out, c, ref := g.inspectMessage(ex, st, m, false)
 	if ref != nil {
@@ -341,11 +343,16 @@ func (ex *exchange) resolve() {
 func (g *Gateway) inspectBatch(ex *exchange, st *mrtr.States, body []byte) ([]byte, *refusal) {
 	var msgs []jsontext.Value
 	if err := jsonUnmarshal(body, &msgs); err != nil {
-		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: "parse error: the gateway reads JSON strictly (no member named twice, valid UTF-8)"}}
+		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
 	}
 	for _, raw := range msgs {
 		m, err := parseObject(raw)
 		if err != nil {
+			if hasState(raw) {
+				// A state the gateway cannot read must not reach the
+				// upstream unchecked.
+				return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
+			}
 			continue // the upstream answers an invalid member of a batch
 		}
 		if _, _, ref := g.inspectMessage(ex, st, m, true); ref != nil {
@@ -363,6 +370,11 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	method, hasMethod, _ := m.str("method")
 	isCall = isCall && hasMethod && id.Kind() != 'n'
 	params, perr := m.object("params")
+	if pv, _ := m.get("params"); perr != nil && hasState(pv) {
+		// Params the gateway cannot read, which may hold a state: it
+		// must not reach the upstream unchecked.
+		return nil, nil, &refusal{id: id, rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
+	}
 	var rs jsontext.Value
 	var hasRS bool
 	if perr == nil && params != nil {

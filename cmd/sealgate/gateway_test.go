@@ -292,6 +292,19 @@ func TestAttacksRefused(t *testing.T) {
 			t.Errorf("%s: id %v", c.name, m["id"])
 		}
 	}
+	// The valid state, with a second target or other arguments named in
+	// another case, which an upstream reading JSON into a Go struct with
+	// encoding/json would take: not read one way only, refused.
+	for _, extra := range []map[string]any{{"Name": "cancel"}, {"ARGUMENTS": map[string]any{"amount": 1000}}, {"requestſtate": "x"}} {
+		msg := rpcCall(2, mrtr.MethodCallTool, "book", args, tok)
+		for k, v := range extra {
+			msg["params"].(map[string]any)[k] = v
+		}
+		status, m := f.post(msg, alice)
+		if e, _ := m["error"].(map[string]any); status != http.StatusBadRequest || e["code"] != float64(codeParseError) {
+			t.Fatalf("%v: got HTTP %d %v", extra, status, m)
+		}
+	}
 	if n := f.up.calls.Load(); n != before {
 		t.Fatalf("the upstream was contacted %d times by refused requests", n-before)
 	}
@@ -363,6 +376,14 @@ func TestStrictParsing(t *testing.T) {
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\xff\",\"requestState\":\"x\"}}",
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t\ud800"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","request\u0053tate":"x"}}`,
+		// Names that encoding/json matches to struct fields ignoring
+		// case (U+017F folds to s), where the gateway reads exact names.
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","RequestState":"x"}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\"reque\u017ftState\":\"x\"}}",
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","Name":"u","requestState":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","Arguments":{},"requestState":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","METHOD":"tools/list","params":{"name":"t","requestState":"x"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","Name":"u","requestState":"x"}}]`,
 	} {
 		// (A refusal as a state is HTTP 200 here: no protocol version.)
 		if status, b := post(body); !(status == http.StatusBadRequest && strings.Contains(b, "-32700")) && !strings.Contains(b, "invalid requestState") {
@@ -379,6 +400,7 @@ func TestStrictParsing(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}`,
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\xff\"}}",
 		`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"t"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","Name":"u"}}`,
 		`not json`,
 	} {
 		if _, b := post(body); !strings.Contains(b, "cannot seal requestState") || strings.Contains(b, "plain:") {
@@ -542,6 +564,14 @@ func TestMalformedUpstream(t *testing.T) {
 		{"duplicate names", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"requestState":"plain","requestState":"x"}}`)
+		}, "malformed upstream response"},
+		{"state named in another case", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","RequestState":"plain"}}`)
+		}, "malformed upstream response"},
+		{"SSE line ended by a lone CR", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: message\rdata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"requestState\":\"plain\"}}\r\r\n\n")
 		}, "malformed upstream response"},
 		{"state not a string", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

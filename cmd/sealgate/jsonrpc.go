@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/go-json-experiment/json"
@@ -68,7 +70,31 @@ func parseObject(b []byte) (object, error) {
 	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, errors.New("data after the object")
 	}
+	for _, m := range o {
+		if err := checkName(m.name); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
+}
+
+// The member names the gateway reads, in a message, its params or its
+// result.
+var significant = [...]string{"jsonrpc", "id", "method", "params", "result", "error", "name", "uri", "arguments", "requestState"}
+
+// checkName refuses a name that equals one the gateway reads only when
+// case is ignored ("Name", "requeſtState"): encoding/json matches such a
+// name to the struct field the gateway's reading skips, so an upstream in
+// Go could read a target or a state the gateway never checked.
+func checkName(name string) error {
+	for _, s := range significant {
+		// ſ and the Kelvin sign, which fold to ASCII letters, are two
+		// and three bytes long.
+		if len(name) >= len(s) && len(name) <= 2*len(s) && name != s && strings.EqualFold(name, s) {
+			return fmt.Errorf("member %q is %q to a parser that ignores case", name, s)
+		}
+	}
+	return nil
 }
 
 // get returns member k.
@@ -208,11 +234,34 @@ var errBadState = errors.New("sealgate: requestState is not a string")
 // sealed: the plaintext never reaches the client.
 var sealError = rpcError{Code: codeInternalError, Message: "cannot seal requestState"}
 
-var requestState = []byte("requestState")
+// hasState reports whether b may hold a member that some JSON parser
+// reads as requestState: the cheap test before a message is parsed. That
+// is the name spelled exactly, in any mix of cases (encoding/json matches
+// struct fields ignoring case, and folds U+017F LONG S to s), or with an
+// escape in it.
+func hasState(b []byte) bool {
+	if bytes.Contains(b, []byte(`\u`)) || bytes.Contains(b, []byte("\u017f")) {
+		return true
+	}
+	return hasFoldedState(b, 'q') || hasFoldedState(b, 'Q')
+}
 
-// hasState reports whether b may hold a requestState member: the cheap
-// test before a message is parsed.
-func hasState(b []byte) bool { return bytes.Contains(b, requestState) }
+// hasFoldedState looks for "requeststate" in any case around each q (a
+// rare letter in JSON), one of q and Q.
+func hasFoldedState(b []byte, q byte) bool {
+	const name, at = "requeststate", 2 // the q's index in name
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], q)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i >= at && i-at+len(name) <= len(b) && bytes.EqualFold(b[i-at:i-at+len(name)], []byte(name)) {
+			return true
+		}
+		i++
+	}
+}
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 

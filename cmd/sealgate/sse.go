@@ -27,6 +27,7 @@ type sseReader struct {
 	off  int
 	ev   []byte
 	done bool
+	bom  bool // at the start of the stream, where a BOM may be
 }
 
 // sseReaders are reused: a reader and its buffers per response would be
@@ -58,7 +59,7 @@ func (b *sseBody) Close() error {
 
 func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
 	s := sseReaders.Get().(*sseReader)
-	s.src, s.ex, s.done, s.off = src, ex, false, 0
+	s.src, s.ex, s.done, s.off, s.bom = src, ex, false, 0, true
 	s.br.Reset(src)
 	s.out, s.ev = s.out[:0], s.ev[:0]
 	return &sseBody{s}
@@ -98,8 +99,15 @@ var errEventTooLarge = errors.New("an SSE event over the gateway's bound")
 func (s *sseReader) next() {
 	s.ev = s.ev[:0]
 	max := s.ex.g.MaxEventBytes
+	cont := false // line is the rest of a line longer than the buffer
 	for {
 		line, err := s.br.ReadSlice('\n')
+		if s.bom && len(line) > 0 {
+			// A client drops a BOM that starts the stream, and reads
+			// the line after it; so does the gateway, for the client.
+			s.bom = false
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+		}
 		if len(line) > 0 {
 			s.ex.progress()
 			if max > 0 && int64(len(s.ev)+len(line)) > max {
@@ -109,11 +117,17 @@ func (s *sseReader) next() {
 			s.ev = append(s.ev, line...)
 		}
 		if err == bufio.ErrBufferFull {
+			cont = true
 			continue
 		}
 		if err == io.EOF {
 			// The stream ended. An event without its closing blank line
-			// is discarded, as an SSE client would.
+			// is discarded, as an SSE client would; but a lone CR ends
+			// lines and events for a client.
+			if loneCR(s.ev) {
+				s.fail(errLoneCR)
+				return
+			}
 			s.done = true
 			return
 		}
@@ -121,11 +135,51 @@ func (s *sseReader) next() {
 			s.fail(err)
 			return
 		}
-		if blank(line) {
+		if !cont && blank(line) {
+			if loneCR(s.ev) {
+				s.fail(errLoneCR)
+				return
+			}
 			s.process()
 			return
 		}
+		cont = false
 	}
+}
+
+// errLoneCR is a stream that ends a line with a CR alone, as SSE allows:
+// the gateway reads lines ended by LF or CRLF only, so such a stream is
+// refused rather than read otherwise than the client reads it. (No MCP
+// server sends one; a JSON message cannot contain a raw CR.)
+var errLoneCR = fmt.Errorf("%w: an SSE line ended by a CR alone", errUpstreamResponse)
+
+// loneCR reports whether b has a CR not followed by an LF.
+func loneCR(b []byte) bool {
+	for {
+		i := bytes.IndexByte(b, '\r')
+		if i < 0 {
+			return false
+		}
+		if i+1 == len(b) || b[i+1] != '\n' {
+			return true
+		}
+		b = b[i+2:]
+	}
+}
+
+// dataValue returns the value of a data line (its end of line cut): the
+// field "data", with or without a colon (a line "data" is a data field
+// with an empty value).
+func dataValue(line []byte) ([]byte, bool) {
+	line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+	v, ok := bytes.CutPrefix(line, []byte("data"))
+	if !ok || len(v) > 0 && v[0] != ':' {
+		return nil, false
+	}
+	if len(v) > 0 {
+		v = bytes.TrimPrefix(v[1:], []byte(" "))
+	}
+	return v, true
 }
 
 func blank(line []byte) bool {
@@ -148,9 +202,7 @@ func (s *sseReader) process() {
 		} else {
 			rest = nil
 		}
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			v = bytes.TrimPrefix(v, []byte(" "))
-			v = bytes.TrimRight(v, "\r\n")
+		if v, ok := dataValue(line); ok {
 			if ndata > 0 {
 				data = append(data, '\n')
 			}
@@ -180,7 +232,7 @@ func (s *sseReader) process() {
 		} else {
 			rest = nil
 		}
-		if bytes.HasPrefix(line, []byte("data:")) || blank(line) {
+		if _, ok := dataValue(line); ok || blank(line) {
 			continue
 		}
 		s.out = append(s.out, line...)

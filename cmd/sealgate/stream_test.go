@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -94,5 +95,44 @@ func TestStreamingMemory(t *testing.T) {
 	}
 	if growth > 4<<20 {
 		t.Fatalf("heap grew by %d bytes while streaming %d", growth, total)
+	}
+}
+
+// TestSSEAsClientsRead: the gateway splits a stream into lines and events
+// as an SSE client does, so that no data line it did not read reaches the
+// client: a BOM that starts the stream is dropped, a line "data" is a data
+// field, a line ending exactly where the gateway's read buffer does is
+// not an empty line, and a CR alone (TestMalformedUpstream) is refused.
+func TestSSEAsClientsRead(t *testing.T) {
+	stateResult := func(id any, pad int) string {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
+			"_meta": map[string]any{"pad": strings.Repeat("x", pad)}, "resultType": "input_required", "requestState": "plain:book"}})
+		return string(b)
+	}
+	// A data line of 16 KiB (the reader's buffer) up to its LF, then the
+	// rest of the message on a second data line.
+	first, end := `data: {"jsonrpc":"2.0","id":1,"result":{"_meta":{"pad":"`, `"},`
+	long := first + strings.Repeat("x", 16<<10-len(first)-len(end)) + end + "\n" +
+		`data: "resultType":"input_required","requestState":"plain:book"}}` + "\n\n"
+	for _, c := range []struct{ name, stream string }{
+		{"BOM then data", "\xef\xbb\xbfdata: " + stateResult(1, 0) + "\n\n"},
+		{"data without a colon", "event: message\ndata\ndata: " + stateResult(1, 0) + "\n\n"},
+		{"line as long as the buffer", long},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, c.stream)
+			}, nil)
+			_, m := f.post(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""), v2026)
+			res, _ := m["result"].(map[string]any)
+			tok, _ := res["requestState"].(string)
+			if tok == "" || strings.Contains(tok, "plain") {
+				t.Fatalf("got %v", m)
+			}
+			if _, err := f.gw.states.Load().Open(context.Background(), mrtr.Request{Method: mrtr.MethodCallTool, Target: "book"}, tok); err != nil {
+				t.Fatalf("sealed state does not open: %v", err)
+			}
+		})
 	}
 }

@@ -1,0 +1,512 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// FuzzGatewayParsers feeds the gateway's three parsers what a client and
+// an upstream could send: a request body (read by inspect, which finds
+// method, target, arguments and params.requestState), and an upstream
+// response read both as a JSON body (rewriteBody) and as an SSE stream
+// (sseReader). In a request, the placeholders @T1@, @T2@ and @T3@ become
+// valid tokens sealed for a tools/call, a prompts/get and a
+// resources/read, so that the fuzzer works with states that open.
+//
+// The properties, under three ways an upstream or a client might read
+// JSON (exact names with the last of two duplicates winning, as
+// encoding/json into a map and JavaScript do; exact names with the first
+// winning; names matched ignoring case, the last winning, as encoding/json
+// into a struct does):
+//
+//   - nothing panics, and every output is bounded by its input;
+//   - a request the gateway forwards carries, in params.requestState,
+//     nothing, "", or the plaintext of a state that opened, and then the
+//     method, target and arguments it was sealed for;
+//   - a requestState in a result the client gets, in JSON or SSE, is a
+//     token that opens for the call it answers, never a plaintext;
+//   - the SSE stream keeps the upstream's events: each goes through byte
+//     for byte or with only its data replaced, in order, and the stream
+//     ends on an event boundary, a broken stream with one error event per
+//     call the upstream left unanswered.
+func FuzzGatewayParsers(f *testing.F) {
+	fx := newFuzzFixture(f)
+	for _, s := range []struct{ req, resp string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"plain:book"}}`},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2},"requestState":"@T1@","inputResponses":{"q":{"action":"accept"}}}}`,
+			"event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n"},
+		{`{"jsonrpc":"2.0","id":"a","method":"prompts/get","params":{"name":"greet","arguments":{"who":"x"},"requestState":"@T2@"}}`,
+			": c\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"a\",\n" +
+				"data: \"result\":{\"resultType\":\"input_required\",\"requestState\":\"s\"}}\n\n"},
+		{`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///r","requestState":"@T3@"}}`,
+			"data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"requestState\":\"s\"}}\r\n\r\n"},
+		{`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
+			`[{"jsonrpc":"2.0","id":1,"result":{"tools":[]}},{"jsonrpc":"2.0","id":2,"result":{"requestState":"x"}}]`},
+		{`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2},"requestState":"@T1@"}}]`,
+			"\xef\xbb\xbfevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"requestState\":\"s\"}}\n\n"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"b\u006fok","arguments":{"seats":2},"requestState":"@T1@"}}`,
+			"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"requestState\":\"plain\"}}\n"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2},"RequestState":"forged"}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"RequestState":"plain"}}`},
+	} {
+		f.Add([]byte(s.req), []byte(s.resp))
+	}
+	f.Fuzz(func(t *testing.T, req, resp []byte) {
+		fx.check(t, req, resp)
+	})
+}
+
+type fuzzFixture struct {
+	g      *Gateway
+	st     *mrtr.States
+	tokens [3][]byte
+	bound  [3]mrtr.Request
+	plain  [3]string
+}
+
+func newFuzzFixture(f *testing.F) *fuzzFixture {
+	ring, err := keyring.Generate(keyring.AEAD)
+	if err != nil {
+		f.Fatal(err)
+	}
+	st, err := newStates(ring, &mrtr.Options{Audience: "https://fuzz.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	up, _ := url.Parse("http://upstream.invalid")
+	g := &Gateway{Upstreams: []*url.URL{up}, Principal: Anonymous{}, BindSession: true,
+		MaxRequestBytes: 1 << 20, MaxResponseBytes: 1 << 20, MaxEventBytes: 4 << 10,
+		Logger: slog.New(slog.DiscardHandler)}
+	g.SetStates(st)
+	fx := &fuzzFixture{g: g, st: st, bound: [3]mrtr.Request{
+		{Method: mrtr.MethodCallTool, Target: "book", Arguments: []byte(`{"seats":2}`)},
+		{Method: mrtr.MethodGetPrompt, Target: "greet", Arguments: []byte(`{"who":"x"}`)},
+		{Method: mrtr.MethodReadResource, Target: "file:///r"},
+	}}
+	// Plaintexts no input can know: one the upstream sees came from a
+	// state that opened.
+	secret := make([]byte, 8)
+	rand.Read(secret)
+	for i, r := range fx.bound {
+		fx.plain[i] = fmt.Sprintf("secret-%x-%d", secret, i)
+		tok, err := st.Seal(r, fx.plain[i])
+		if err != nil {
+			f.Fatal(err)
+		}
+		fx.tokens[i] = []byte(tok)
+	}
+	return fx
+}
+
+func (fx *fuzzFixture) request() *exchange {
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	return &exchange{g: fx.g, r: r, version: version2026}
+}
+
+// inspect runs the request reader as ServeHTTP does; a refused request
+// (or none) gets a first-round tools/call in its place, so that the
+// response parsers always run.
+func (fx *fuzzFixture) inspect(t *testing.T, body []byte) (*exchange, []byte, bool) {
+	ex := fx.request()
+	out, ref := fx.g.inspect(ex, fx.st, body)
+	if ref == nil {
+		return ex, out, true
+	}
+	ex = fx.request()
+	first := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2}}}`)
+	out, ref = fx.g.inspect(ex, fx.st, first)
+	if ref != nil {
+		t.Fatalf("a first round refused: %v", ref.rpcError)
+	}
+	return ex, out, false
+}
+
+func (fx *fuzzFixture) check(t *testing.T, req, resp []byte) {
+	for i, tok := range fx.tokens {
+		req = bytes.ReplaceAll(req, fmt.Appendf(nil, "@T%d@", i+1), tok)
+	}
+	for _, p := range fx.plain {
+		if bytes.Contains(req, []byte(p)) || bytes.Contains(resp, []byte(p)) {
+			return // cannot happen: the plaintexts are random
+		}
+	}
+
+	// The request.
+	ex, out, forwarded := fx.inspect(t, req)
+	if forwarded {
+		if len(out) > len(req) {
+			t.Fatalf("forwarded request grew from %d to %d bytes", len(req), len(out))
+		}
+		for _, v := range views {
+			fx.checkForwarded(t, v, out)
+		}
+	}
+
+	// The response as a JSON body.
+	if body, err := ex.rewriteBody(resp); err == nil {
+		if !jsontext.Value(body).IsValid() {
+			t.Fatalf("response rewritten into invalid JSON: %q", body)
+		}
+		if len(body) > 4*len(resp)+256 {
+			t.Fatalf("JSON response grew from %d to %d bytes", len(resp), len(body))
+		}
+		for _, v := range views {
+			fx.checkToClient(t, v, ex, out, body)
+		}
+	}
+
+	// The response as an SSE stream, against a fresh exchange for the
+	// same request.
+	ex, out, _ = fx.inspect(t, req)
+	failed0 := fx.g.Stats.UpstreamErrors.Load()
+	rc := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex)
+	stream, err := io.ReadAll(io.LimitReader(rc, int64(8*len(resp)+4096)))
+	rc.Close()
+	if err != nil {
+		t.Fatalf("SSE read: %v", err)
+	}
+	failed := fx.g.Stats.UpstreamErrors.Load() != failed0
+	if len(stream) > 4*len(resp)+256*(1+len(ex.calls)) {
+		t.Fatalf("SSE stream grew from %d to %d bytes", len(resp), len(stream))
+	}
+	fx.checkStream(t, ex, out, resp, stream, failed)
+}
+
+// A view reads a JSON object's members as one kind of parser would: the
+// value each name the gateway cares about gets, or ok false if that
+// parser rejects the input.
+type view struct {
+	name string
+	read func(b []byte) (map[string]jsontext.Value, bool)
+}
+
+// The names that matter in a message, its params or its result.
+var foldedNames = []string{"jsonrpc", "id", "method", "params", "result", "error", "name", "uri", "arguments", "requestState"}
+
+var views = []view{
+	{"exact names, last duplicate wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, false, true) }},
+	{"exact names, first duplicate wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, false, false) }},
+	{"names folded (encoding/json into a struct), last wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, true, true) }},
+}
+
+// members reads the object b: invalid UTF-8 is allowed (encoding/json and
+// JavaScript replace it), duplicates resolved first or last, names
+// matched exactly or folded as encoding/json matches struct fields
+// (bytes.EqualFold).
+func members(b []byte, fold, last bool) (map[string]jsontext.Value, bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, false
+	}
+	m := map[string]jsontext.Value{}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, false
+		}
+		name := tok.String()
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		if fold {
+			for _, s := range foldedNames {
+				if strings.EqualFold(name, s) {
+					name = s
+				}
+			}
+		}
+		if _, seen := m[name]; seen && !last {
+			continue
+		}
+		m[name] = v.Clone()
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, false
+	}
+	return m, true
+}
+
+// messages splits a body into its messages: the elements of a batch, or
+// the body.
+func messages(b []byte) [][]byte {
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		return [][]byte{b}
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil
+	}
+	var out [][]byte
+	for dec.PeekKind() != ']' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return out
+		}
+		out = append(out, v.Clone())
+	}
+	return out
+}
+
+// str decodes a JSON string as encoding/json does (invalid UTF-8
+// replaced); ok is false for anything else.
+func str(v jsontext.Value) (string, bool) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func isNull(v jsontext.Value) bool { return len(v) == 0 || string(v) == "null" }
+
+// checkForwarded: a requestState the upstream reads is absent, null, ""
+// or a plaintext that opened, for the request it was sealed for.
+func (fx *fuzzFixture) checkForwarded(t *testing.T, v view, body []byte) {
+	for _, msg := range messages(body) {
+		m, ok := v.read(msg)
+		if !ok {
+			continue
+		}
+		p, ok := v.read(m["params"])
+		if !ok {
+			continue
+		}
+		rs := p["requestState"]
+		if isNull(rs) {
+			continue
+		}
+		s, ok := str(rs)
+		if !ok {
+			t.Fatalf("%s: the upstream gets a requestState that is not a string: %s\nforwarded: %s", v.name, rs, body)
+		}
+		if s == "" {
+			continue
+		}
+		i := 0
+		for i < len(fx.plain) && fx.plain[i] != s {
+			i++
+		}
+		if i == len(fx.plain) {
+			t.Fatalf("%s: the upstream gets a requestState that did not open: %q\nforwarded: %s", v.name, s, body)
+		}
+		b := fx.bound[i]
+		method, _ := str(m["method"])
+		key := "name"
+		if b.Method == mrtr.MethodReadResource {
+			key = "uri"
+		}
+		target, _ := str(p[key])
+		if method != b.Method || target != b.Target {
+			t.Fatalf("%s: the state of %s %q reaches the upstream as %q %q\nforwarded: %s", v.name, b.Method, b.Target, method, target, body)
+		}
+		if b.Method != mrtr.MethodReadResource {
+			want, _ := seal.ArgsDigest(b.Arguments)
+			args := p["arguments"]
+			if isNull(args) {
+				args = nil
+			}
+			got, err := seal.ArgsDigest(args)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%s: the state of %s %q reaches the upstream with other arguments %s\nforwarded: %s", v.name, b.Method, b.Target, args, body)
+			}
+		}
+	}
+}
+
+// checkToClient: every result.requestState the client reads in body is a
+// token that opens for the call the message answers, a call the upstream
+// read (in the request forwarded, fwd) as the state is bound.
+func (fx *fuzzFixture) checkToClient(t *testing.T, v view, ex *exchange, fwd, body []byte) {
+	for _, msg := range messages(body) {
+		m, ok := v.read(msg)
+		if !ok {
+			continue
+		}
+		res, ok := v.read(m["result"])
+		if !ok {
+			continue
+		}
+		rs := res["requestState"]
+		if isNull(rs) {
+			continue
+		}
+		s, ok := str(rs)
+		if !ok {
+			t.Fatalf("%s: the client gets a requestState that is not a string: %s\nin: %s", v.name, rs, body)
+		}
+		if s == "" {
+			continue
+		}
+		var c *call
+		if id := m["id"]; len(id) > 0 {
+			c = ex.calls[idKey(id)]
+		}
+		if c == nil || !c.stateful() {
+			t.Fatalf("%s: the client gets a requestState %q for a call that cannot carry one (id %s)\nin: %s", v.name, s, m["id"], body)
+		}
+		if _, err := fx.st.Open(context.Background(), c.req, s); err != nil {
+			t.Fatalf("%s: the client gets a requestState %q that does not open for %s %q: %v\nin: %s", v.name, s, c.req.Method, c.req.Target, err, body)
+		}
+		for _, uv := range views {
+			fx.checkBinding(t, uv, c, fwd)
+		}
+	}
+}
+
+// checkBinding: the call c, for which a state was sealed, is the call the
+// upstream read in fwd (a view that rejects fwd reads no call).
+func (fx *fuzzFixture) checkBinding(t *testing.T, v view, c *call, fwd []byte) {
+	for _, msg := range messages(fwd) {
+		m, ok := v.read(msg)
+		if !ok || len(m["id"]) == 0 || idKey(m["id"]) != idKey(c.id) {
+			continue
+		}
+		p, ok := v.read(m["params"])
+		if !ok {
+			continue
+		}
+		method, _ := str(m["method"])
+		key := "name"
+		if c.req.Method == mrtr.MethodReadResource {
+			key = "uri"
+		}
+		target, _ := str(p[key])
+		if method != c.req.Method || target != c.req.Target {
+			t.Fatalf("%s: a state sealed for %s %q, where the upstream read %s %q\nforwarded: %s", v.name, c.req.Method, c.req.Target, method, target, fwd)
+		}
+		if c.req.Method != mrtr.MethodReadResource {
+			want, _ := seal.ArgsDigest(c.req.Arguments)
+			args := p["arguments"]
+			if isNull(args) {
+				args = nil
+			}
+			if got, err := seal.ArgsDigest(args); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%s: a state sealed for arguments %s, where the upstream read %s\nforwarded: %s", v.name, c.req.Arguments, args, fwd)
+			}
+		}
+	}
+}
+
+// An sseBlock is one event of a stream as the SSE specification splits
+// it (lines end in CRLF, LF or CR; an empty line ends the event).
+type sseBlock struct {
+	raw    []byte   // the event's bytes, its closing empty line included
+	fields [][]byte // the lines other than data and comments, in order
+	data   []byte   // its data lines' values joined, as a client reads them
+	ndata  int
+}
+
+// splitSSE splits a stream into its complete events, and returns what
+// follows the last of them.
+func splitSSE(b []byte) ([]sseBlock, []byte) {
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a client drops a leading BOM
+	var blocks []sseBlock
+	cur := sseBlock{}
+	start := 0
+	for i := 0; i < len(b); {
+		end := bytes.IndexAny(b[i:], "\r\n")
+		if end < 0 {
+			break // an unterminated line
+		}
+		line := b[i : i+end]
+		next := i + end + 1
+		if b[i+end] == '\r' && next < len(b) && b[next] == '\n' {
+			next++
+		}
+		i = next
+		if len(line) == 0 {
+			cur.raw = b[start:i]
+			blocks = append(blocks, cur)
+			cur, start = sseBlock{}, i
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch {
+		case len(name) == 0: // a comment
+		case string(name) == "data":
+			if cur.ndata > 0 {
+				cur.data = append(cur.data, '\n')
+			}
+			cur.data = append(cur.data, value...)
+			cur.ndata++
+		default:
+			cur.fields = append(cur.fields, line)
+		}
+	}
+	return blocks, b[start:]
+}
+
+// checkStream: the stream the client gets from the upstream's in.
+func (fx *fuzzFixture) checkStream(t *testing.T, ex *exchange, fwd, in, out []byte, failed bool) {
+	inEv, _ := splitSSE(in)
+	outEv, rest := splitSSE(out)
+	if len(rest) > 0 {
+		t.Fatalf("the client's stream ends inside an event: %q\nupstream: %q\nclient: %q", rest, in, out)
+	}
+	for _, ev := range outEv {
+		for _, v := range views {
+			fx.checkToClient(t, v, ex, fwd, ev.data)
+		}
+	}
+	k := 0
+	for ; k < len(outEv) && k < len(inEv); k++ {
+		o, i := outEv[k], inEv[k]
+		if bytes.Equal(o.raw, i.raw) {
+			continue
+		}
+		// Rewritten: the same fields in the same order, one data line.
+		same := len(o.fields) == len(i.fields) && o.ndata == 1 && i.ndata > 0
+		for j := 0; same && j < len(o.fields); j++ {
+			same = bytes.Equal(o.fields[j], i.fields[j])
+		}
+		if !same {
+			break
+		}
+	}
+	if !failed && (k != len(inEv) || k != len(outEv)) {
+		t.Fatalf("event %d changed, or events added or lost, in a stream that did not fail\nupstream: %q\nclient: %q", k, in, out)
+	}
+	// After a failure, only error events, one per call not answered.
+	seen := map[string]bool{}
+	for _, o := range outEv[k:] {
+		var m struct {
+			ID    jsontext.Value `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if !failed || !bytes.HasPrefix(o.raw, []byte("event: message\ndata: ")) || json.Unmarshal(o.data, &m) != nil || m.Error.Code != codeInternalError {
+			t.Fatalf("event %d is neither the upstream's nor an error event: %q\nupstream: %q\nclient: %q", k, o.raw, in, out)
+		}
+		key := idKey(m.ID)
+		if c := ex.calls[key]; c == nil || seen[key] {
+			t.Fatalf("an error event for id %s, which is no call or was answered\nclient: %q", m.ID, out)
+		}
+		seen[key] = true
+	}
+}
