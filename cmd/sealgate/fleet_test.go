@@ -84,11 +84,25 @@ func TestGatewayFleet(t *testing.T) {
 		rings = append(rings, ring)
 	}
 
+	// A Redis just started vouches for single use only from its start
+	// plus the guard's clock margin: states sealed before are
+	// "unavailable" (redisguard, "What Redis forgot"). Wait for one flow
+	// to go through before the load.
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	waitFor(t, "the replay guard to vouch", func() bool {
+		m, err := fleetRound(hc, gateways[0], "fleet_pay", "warm", map[string]any{"n": -1}, "", 1)
+		if err != nil {
+			return false
+		}
+		state, _ := m["result"].(map[string]any)["requestState"].(string)
+		m, err = fleetRound(hc, gateways[1], "fleet_pay", "warm", map[string]any{"n": -1}, state, 2)
+		return err == nil && m["error"] == nil
+	})
+
 	var flows, rejected, failed atomic.Int64
 	var lastErr atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	for w := range 4 {
 		wg.Add(1)
 		go func() {

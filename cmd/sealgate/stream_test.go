@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -134,5 +136,53 @@ func TestSSEAsClientsRead(t *testing.T) {
 				t.Fatalf("sealed state does not open: %v", err)
 			}
 		})
+	}
+}
+
+// TestSSEHeadersAtOnce: the headers of a stream reach the client as soon
+// as the upstream's do, before any event (the gateway flushes streams
+// itself, not through ReverseProxy's timer), once each.
+func TestSSEHeadersAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	f := newFixture(t, func(w http.ResponseWriter, _ *http.Request, msg map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-release
+		b, _ := json.Marshal(result(msg, stateResult(msg)))
+		fmt.Fprintf(w, "event: message\ndata: %s\n\n", b)
+	}, nil)
+	b, _ := json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""))
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+		got <- answer{resp, err}
+	}()
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no headers while the upstream holds its first event")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.resp.Body.Close()
+	if ct := a.resp.Header.Values("Content-Type"); len(ct) != 1 || ct[0] != "text/event-stream" || a.resp.ContentLength != -1 {
+		t.Fatalf("headers %v, length %d", a.resp.Header, a.resp.ContentLength)
+	}
+	unblock()
+	body, _ := io.ReadAll(a.resp.Body)
+	var m map[string]any
+	json.Unmarshal([]byte(sseData(body)[0]), &m)
+	if tok, _ := resultOf(t, m)["requestState"].(string); tok == "" || strings.Contains(tok, "plain") {
+		t.Fatalf("event: %q", body)
 	}
 }
