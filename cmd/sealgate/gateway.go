@@ -428,7 +428,7 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	}
 	// The upstream gets the message as the gateway read it: the state
 	// opened, and the target it was bound to, written out again.
-	if params.set("requestState", plain) != nil || params.set(targetKey, target) != nil {
+	if params.setString("requestState", plain) != nil || params.setString(targetKey, target) != nil {
 		return nil, nil, &refusal{id: id, rpcError: stateError(errBadState)}
 	}
 	m.put("params", params.marshal())
@@ -608,7 +608,7 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 		return errorMessage(id, sealError), nil
 	}
 	ex.g.Stats.Sealed.Add(1)
-	if res.set("requestState", tok) != nil {
+	if res.setString("requestState", tok) != nil {
 		return errorMessage(id, sealError), nil
 	}
 	m.put("result", res.marshal())
