@@ -263,11 +263,21 @@ func (d *watchdog) run(idle time.Duration) {
 }
 
 func jsonRequest(ct string) bool {
-	if ct == "" {
+	if ct == "" || ct == "application/json" {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err != nil || mt == "application/json" || len(mt) > 5 && mt[len(mt)-5:] == "+json"
+}
+
+// mediaType is the media type of a Content-Type, as mime.ParseMediaType
+// reads it ("" if it cannot), without its work for the usual two.
+func mediaType(ct string) string {
+	if ct == "text/event-stream" || ct == "application/json" {
+		return ct
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt
 }
 
 func writeJSON(w http.ResponseWriter, status int, b []byte) {
@@ -460,7 +470,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		ex.progress()
 		g.dog.watch(ex.w, g.IdleTimeout)
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := mediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
 		resp.Body = newSSEReader(resp.Body, ex)
