@@ -77,3 +77,39 @@ func BenchmarkGatewayFlow(b *testing.B) {
 	g.SetStates(st)
 	benchFlow(b, g)
 }
+
+// BenchmarkGatewayWork is the gateway's own work for a two-round flow,
+// without HTTP: reading both requests, rewriting both SSE responses (one
+// seal, one open), as the go-sdk example server's messages look.
+func BenchmarkGatewayWork(b *testing.B) {
+	ring, _ := keyring.Generate(keyring.AEAD)
+	st, _ := newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
+	u, _ := url.Parse("http://upstream.invalid")
+	g := &Gateway{Upstreams: []*url.URL{u}, Principal: Anonymous{}, BindSession: true, MaxEventBytes: 4 << 20, Logger: slog.New(slog.DiscardHandler)}
+	g.SetStates(st)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"fleet","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+	first := []byte(`{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{` + meta + `,"name":"test_input_required_result_request_state"}}`)
+	resp1 := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":\"stateseal-example\",\"version\":\"1.0.0\"}},\"content\":null,\"requestState\":\"{\\\"step\\\":\\\"confirm\\\",\\\"fixture\\\":\\\"v1\\\"}\",\"resultType\":\"input_required\",\"inputRequests\":{\"confirm\":{\"method\":\"elicitation/create\",\"params\":{\"mode\":\"form\",\"message\":\"Please confirm\",\"requestedSchema\":{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},\"required\":[\"ok\"]}}}}}}\n\n")
+	resp2 := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":\"stateseal-example\",\"version\":\"1.0.0\"}},\"content\":[{\"type\":\"text\",\"text\":\"state-ok\"}]}}\n\n")
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	round := func(req, resp []byte) []byte {
+		ex := &exchange{g: g, r: r, version: version2026}
+		if _, ref := g.inspect(ex, st, req); ref != nil {
+			b.Fatal(ref.rpcError)
+		}
+		body := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex)
+		out, _ := io.ReadAll(body)
+		body.Close()
+		return out
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out := round(first, resp1)
+		_, tok, _ := bytes.Cut(out, []byte(`"requestState":"`))
+		tok, _, _ = bytes.Cut(tok, []byte(`"`))
+		second := []byte(`{"id":2,"jsonrpc":"2.0","method":"tools/call","params":{` + meta + `,"inputResponses":{"confirm":{"action":"accept","content":{}}},"name":"test_input_required_result_request_state","requestState":"` + string(tok) + `"}}`)
+		if out := round(second, resp2); !bytes.Contains(out, []byte("state-ok")) {
+			b.Fatalf("%s", out)
+		}
+	}
+}

@@ -263,11 +263,21 @@ func (d *watchdog) run(idle time.Duration) {
 }
 
 func jsonRequest(ct string) bool {
-	if ct == "" {
+	if ct == "" || ct == "application/json" {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err != nil || mt == "application/json" || len(mt) > 5 && mt[len(mt)-5:] == "+json"
+}
+
+// mediaType is the media type of a Content-Type, as mime.ParseMediaType
+// reads it ("" if it cannot), without its work for the usual two.
+func mediaType(ct string) string {
+	if ct == "text/event-stream" || ct == "application/json" {
+		return ct
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt
 }
 
 func writeJSON(w http.ResponseWriter, status int, b []byte) {
@@ -428,7 +438,7 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	}
 	// The upstream gets the message as the gateway read it: the state
 	// opened, and the target it was bound to, written out again.
-	if params.set("requestState", plain) != nil || params.set(targetKey, target) != nil {
+	if params.setString("requestState", plain) != nil || params.setString(targetKey, target) != nil {
 		return nil, nil, &refusal{id: id, rpcError: stateError(errBadState)}
 	}
 	m.put("params", params.marshal())
@@ -460,7 +470,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		ex.progress()
 		g.dog.watch(ex.w, g.IdleTimeout)
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := mediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
 		resp.Body = newSSEReader(resp.Body, ex)
@@ -608,7 +618,7 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 		return errorMessage(id, sealError), nil
 	}
 	ex.g.Stats.Sealed.Add(1)
-	if res.set("requestState", tok) != nil {
+	if res.setString("requestState", tok) != nil {
 		return errorMessage(id, sealError), nil
 	}
 	m.put("result", res.marshal())

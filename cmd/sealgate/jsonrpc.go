@@ -30,12 +30,15 @@ type object []member
 type member struct {
 	name string
 	val  jsontext.Value
+	obj  object // val read as an object, for a message's params or result
 }
 
 var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
 
 // parseObject reads b, one JSON object, strictly (exact names, no name
-// twice, valid UTF-8, nothing after it), without decoding its values.
+// twice, valid UTF-8, no name the gateway reads spelled in another case,
+// nothing after it), without decoding its values; but a member params or
+// result that is an object is read the same way in the same pass.
 func parseObject(b []byte) (object, error) {
 	dec := decoders.Get().(*jsontext.Decoder)
 	defer func() {
@@ -43,6 +46,19 @@ func parseObject(b []byte) (object, error) {
 		decoders.Put(dec)
 	}()
 	dec.Reset(bytes.NewBuffer(b))
+	o, err := readObject(dec, b, true)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("data after the object")
+	}
+	return o, nil
+}
+
+// readObject reads the object that starts at dec's next token, whose
+// input is b.
+func readObject(dec *jsontext.Decoder, b []byte, top bool) (object, error) {
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, err
@@ -57,23 +73,30 @@ func parseObject(b []byte) (object, error) {
 			return nil, err
 		}
 		name := tok.String() // before the next call voids tok
+		if err := checkName(name); err != nil {
+			return nil, err
+		}
+		if top && (name == "params" || name == "result") && dec.PeekKind() == '{' {
+			// Only a colon and blanks lie between the name and the
+			// object's brace.
+			start := dec.InputOffset()
+			start += int64(bytes.IndexByte(b[start:], '{'))
+			child, err := readObject(dec, b, false)
+			if err != nil {
+				return nil, err
+			}
+			o = append(o, member{name, jsontext.Value(b[start:dec.InputOffset()]), child})
+			continue
+		}
 		v, err := dec.ReadValue()
 		if err != nil {
 			return nil, err
 		}
 		end := dec.InputOffset()
-		o = append(o, member{name, jsontext.Value(b[end-int64(len(v)) : end])})
+		o = append(o, member{name, jsontext.Value(b[end-int64(len(v)) : end]), nil})
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, err
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, errors.New("data after the object")
-	}
-	for _, m := range o {
-		if err := checkName(m.name); err != nil {
-			return nil, err
-		}
 	}
 	return o, nil
 }
@@ -87,10 +110,21 @@ var significant = [...]string{"jsonrpc", "id", "method", "params", "result", "er
 // name to the struct field the gateway's reading skips, so an upstream in
 // Go could read a target or a state the gateway never checked.
 func checkName(name string) error {
+	if name == "" {
+		return nil
+	}
 	for _, s := range significant {
 		// ſ and the Kelvin sign, which fold to ASCII letters, are two
-		// and three bytes long.
-		if len(name) >= len(s) && len(name) <= 2*len(s) && name != s && strings.EqualFold(name, s) {
+		// and three bytes long; no name here starts with s or k, so a
+		// name folding to one starts with its first letter, in either
+		// case.
+		if name[0]|0x20 != s[0] || len(name) < len(s) || len(name) > 2*len(s) {
+			continue
+		}
+		if name == s {
+			return nil // no two of them fold together
+		}
+		if strings.EqualFold(name, s) {
 			return fmt.Errorf("member %q is %q to a parser that ignores case", name, s)
 		}
 	}
@@ -117,8 +151,11 @@ func (o object) str(k string) (s string, ok bool, err error) {
 	if v.Kind() != '"' {
 		return "", false, errors.New(k + " is not a string")
 	}
-	err = json.Unmarshal(v, &s)
-	return s, err == nil, err
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true, nil // valid UTF-8: read strictly
+	}
+	u, err := jsontext.AppendUnquote(nil, v)
+	return string(u), err == nil, err
 }
 
 // object returns member k as an object, nil if absent or null.
@@ -130,6 +167,11 @@ func (o object) object(k string) (object, error) {
 	if v.Kind() != '{' {
 		return nil, errors.New(k + " is not an object")
 	}
+	for i := range o {
+		if o[i].name == k && o[i].obj != nil {
+			return o[i].obj, nil // read with o
+		}
+	}
 	return parseObject(v)
 }
 
@@ -137,16 +179,16 @@ func (o object) object(k string) (object, error) {
 func (o *object) put(k string, b []byte) {
 	for i := range *o {
 		if (*o)[i].name == k {
-			(*o)[i].val = b
+			(*o)[i].val, (*o)[i].obj = b, nil
 			return
 		}
 	}
-	*o = append(*o, member{k, b})
+	*o = append(*o, member{k, b, nil})
 }
 
-// set sets member k to v, encoded.
-func (o *object) set(k string, v any) error {
-	b, err := json.Marshal(v)
+// setString sets member k to the string v.
+func (o *object) setString(k string, v string) error {
+	b, err := jsontext.AppendQuote(nil, v)
 	if err != nil {
 		return err
 	}
@@ -175,11 +217,32 @@ func (o object) marshal() []byte {
 
 // idKey is the key of a JSON-RPC id in a map of calls: its canonical text.
 func idKey(id jsontext.Value) string {
+	if isCanonicalID(id) {
+		return string(id)
+	}
 	v := id.Clone()
 	if v.Canonicalize() != nil {
 		return string(id)
 	}
 	return string(v)
+}
+
+// isCanonicalID reports whether id, valid JSON, is already in canonical
+// form, as most ids are: a string without an escape (nothing in it needs
+// one), or a small integer written plainly.
+func isCanonicalID(id jsontext.Value) bool {
+	switch {
+	case len(id) >= 2 && id[0] == '"':
+		return bytes.IndexByte(id, '\\') < 0
+	case len(id) == 0 || len(id) > 15 || len(id) > 1 && id[0] == '0':
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Error codes, as the go-sdk middleware (package mcpsdk) answers them.
