@@ -86,18 +86,12 @@ func kekIdentity(raw string) (string, error) { return backends.Identity(raw) }
 // not check the authentication: Verify does, under the KEK that OpenKEK
 // opens. Editors (package rotation, sealctl) call it before they edit.
 func Check(ks *Keyset, location string, o *LoadOptions) error {
-	trusted, err := trustedKEKs(location, o)
-	if err != nil {
-		return err
-	}
-	if _, err := matchKEK(ks.KEK, trusted); err != nil {
-		return fmt.Errorf("%w (keyset %s)", err, ks.ID)
-	}
 	l := &Loader{Path: location}
 	if o != nil {
 		l.Options = *o
 	}
-	return l.admit(ks)
+	_, err := l.trust(ks)
+	return err
 }
 
 // Check is the package's Check with this loader's floors too:
@@ -107,12 +101,20 @@ func Check(ks *Keyset, location string, o *LoadOptions) error {
 func (l *Loader) Check(ks *Keyset) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	_, err := l.trust(ks)
+	return err
+}
+
+// trust makes every decision about ks that needs no key: the KEK it names
+// is one the configuration trusts (whose URL it returns), and admit's
+// checks. Load, Check and the editors all decide through it.
+func (l *Loader) trust(ks *Keyset) (kekURL string, err error) {
 	trusted, err := trustedKEKs(l.Path, &l.Options)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if _, err := matchKEK(ks.KEK, trusted); err != nil {
-		return fmt.Errorf("%w (keyset %s)", err, ks.ID)
+	if kekURL, err = matchKEK(ks.KEK, trusted); err != nil {
+		return "", fmt.Errorf("%w (keyset %s)", err, ks.ID)
 	}
-	return l.admit(ks)
+	return kekURL, l.admit(ks)
 }

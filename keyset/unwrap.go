@@ -25,15 +25,8 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
-	trusted, err := trustedKEKs(l.Path, &l.Options)
+	kekURL, err := l.trust(ks)
 	if err != nil {
-		return nil, nil, err
-	}
-	kekURL, err := matchKEK(ks.KEK, trusted)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
-	}
-	if err := l.admit(ks); err != nil {
 		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
 	kek, err := l.kek(ctx, kekURL)
