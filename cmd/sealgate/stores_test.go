@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/hashicorp/vault/api"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -32,7 +33,7 @@ import (
 type running struct {
 	t            *testing.T
 	proxy, admin string
-	logs         *syncBuffer
+	logs         *testkit.Buffer
 	stop         func()
 }
 
@@ -45,7 +46,7 @@ func startRun(t *testing.T, args ...string) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, c, logs) }()

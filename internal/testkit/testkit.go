@@ -4,6 +4,7 @@
 package testkit
 
 import (
+	"bytes"
 	"sync"
 	"testing"
 	"time"
@@ -53,4 +54,24 @@ func WaitFor(t testing.TB, what string, ok func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A Buffer is a log sink safe for concurrent writers (a loader's and a
+// server's goroutines).
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

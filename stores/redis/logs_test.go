@@ -1,38 +1,19 @@
 package redis_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 )
-
-// syncBuffer is a log sink safe for the loader's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNoPasswordInLogs: the loader, the editors and the
 // scheduler log and return errors about a keyset in a Redis whose URL
@@ -48,7 +29,7 @@ func TestNoPasswordInLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	kek := "local:" + kekPath
-	var logs syncBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := &rotation.Options{KEK: kek, Logger: logger}
 	var errs []string
