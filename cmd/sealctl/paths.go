@@ -77,12 +77,12 @@ func (p *paths) loadOptions() *keyset.LoadOptions {
 	return &keyset.LoadOptions{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer}
 }
 
-// edit runs an edit after checking the keyset against the operator's
+// edit runs an edit, which checks the keyset it reads against the operator's
 // record (seen.go), and records the version it wrote.
-func (p *paths) edit(ctx context.Context, op func() (rotation.Result, error)) (rotation.Result, error) {
-	if _, err := p.verified(ctx); err != nil {
-		return rotation.Result{}, err
-	}
+func (p *paths) edit(_ context.Context, op func() (rotation.Result, error)) (rotation.Result, error) {
+	// The edit itself checks the keyset it reads against the configuration,
+	// its authentication and the record (p.options().Check), so no read
+	// ahead of it: one read and one verification per command.
 	res, err := op()
 	if err != nil {
 		return res, p.inFile(err)
