@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -75,13 +76,19 @@ func openLocal(_ context.Context, u *url.URL, o *OpenOptions) (KEK, error) {
 	} else {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("backends: local KEK: %w", err)
+			// The path as redact.URL shows it: a component shaped like a
+			// pasted key is accepted as a name but not echoed.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("backends: local KEK %s: %w", redact.Path(path), err)
 		}
 		text = string(b)
 	}
 	key, err := parseLocalKey(strings.TrimSpace(text))
 	if err != nil {
-		where := path
+		where := redact.Path(path)
 		if env != "" {
 			where = "$" + env
 		}

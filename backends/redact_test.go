@@ -40,7 +40,7 @@ func TestLocalKeyValueRefused(t *testing.T) {
 	key := NewLocalKey() // what `sealctl kek` prints
 	secret := key[strings.Index(key, ":")+1:]
 	dir := t.TempDir()
-	for _, raw := range []string{"local:" + key, "local:" + key + "\n", "local:" + secret, "local:/keys/" + secret,
+	for _, raw := range []string{"local:" + key, "local:" + key + "\n", "local:" + secret, "local:///" + secret, "local://" + secret,
 		"local:" + strings.Replace(key, ":", "%3A", 1), "local://env/" + key, "local:///" + key} {
 		if _, err := Open(context.Background(), raw, &OpenOptions{Dir: dir}); err == nil {
 			t.Errorf("Open(%s) succeeded", redact.URL(raw))

@@ -13,11 +13,15 @@ import (
 )
 
 // Source returns the file path or the environment variable a local
-// URL names. A URL that holds a key value rather than naming one
-// (local:stateseal-kek-v1:..., or the bare key) is refused without
-// repeating it.
+// URL names. A URL that holds a key value rather than naming one is
+// refused without repeating it: the key's text form anywhere
+// (local:stateseal-kek-v1:...), or a bare key as the whole of what the
+// URL names (local:KEY, local:///KEY, local://KEY, local://env/KEY). A
+// bare key's shape inside a longer path (local:/run/secrets/HASH/kek) is
+// a directory name, not evidence of a paste: refusing it would refuse
+// content-addressed paths at random.
 func Source(u *url.URL, dir string) (path, env string, err error) {
-	if raw := u.String(); redact.LooksLikeKey(raw) || redact.HasBareKey(raw) {
+	if redact.LooksLikeKey(u.String()) || namesBareKey(u) {
 		return "", "", redact.ErrKeyValue
 	}
 	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
@@ -44,4 +48,15 @@ func Source(u *url.URL, dir string) (path, env string, err error) {
 		path = filepath.Join(dir, path)
 	}
 	return path, "", nil
+}
+
+// namesBareKey reports a local URL whose whole name (its opaque part, its
+// path with the slashes around it trimmed, its host, or its variable) is a
+// bare key.
+func namesBareKey(u *url.URL) bool {
+	if redact.IsBareKey(u.Opaque) || redact.IsBareKey(u.Host) || redact.IsBareKey(strings.Trim(u.Path, "/")) {
+		return true
+	}
+	name, ok := strings.CutPrefix(u.Path, "/")
+	return u.Host == "env" && ok && redact.IsBareKey(name)
 }

@@ -60,10 +60,18 @@ func isB64URL(c byte) bool {
 	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
+// IsBareKey reports whether s, with surrounding space trimmed, is exactly a
+// local KEK's 32 bytes in unpadded base64url: a key value pasted by hand
+// where a file or variable name belongs. Refusals use it on a whole name
+// only; a path component inside a longer path may be such a run by
+// chance (a content hash, a random id, a test's temporary directory).
+func IsBareKey(s string) bool { return isBareKey(strings.TrimSpace(s)) }
+
 // replaceBareKeys replaces every maximal run of base64url characters in s
-// that is a bare key by with. In a local URL such a run can only be a key
-// pasted by hand: a file or variable name is not 43 characters of
-// base64url that decode to 32 bytes.
+// that is a bare key by with. It is for output only, where caution costs a
+// readable path at worst: such a run is more often a pasted key than a
+// name, but a name can be one (see IsBareKey), so nothing is refused on
+// its evidence.
 func replaceBareKeys(s, with string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -103,8 +111,13 @@ const (
 	keyPlaceholder = "STATESEALKEYVALUENOTSHOWN"
 )
 
-// HasBareKey reports whether s holds a bare key (see isBareKey) anywhere.
-func HasBareKey(s string) bool { return replaceBareKeys(s, "") != s }
+// Path returns a file path as it may appear in an error or a log: a local
+// KEK's text form, or a run that is shaped like a bare key, is replaced by
+// a note. The path itself is accepted elsewhere; only its display is
+// cautious.
+func Path(p string) string {
+	return replaceBareKeys(keyText.ReplaceAllString(p, hidden), hidden)
+}
 
 // URL returns rawURL as it may appear in an error, a log or a keyset
 // listing:
