@@ -1,6 +1,8 @@
 // Package testkit holds what this module's tests share: a fixed instant,
 // a clock a test moves by hand, and a wait on a condition (tests wait on
-// conditions, never on fixed sleeps).
+// conditions, never on fixed sleeps), and Must and Check for setup calls
+// whose errors a test must not ignore (TestTestsCheckErrors holds every
+// test of the module to it).
 package testkit
 
 import (
