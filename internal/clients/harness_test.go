@@ -26,28 +26,13 @@ import (
 	"github.com/stateseal/stateseal/seal"
 )
 
-// bin is where TestMain built the example server and the gateway.
-var bin string
-
+// TestMain ends the processes the tests started.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "stateseal-clients-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./examples/mcpserver", "./cmd/sealgate")
-	build.Dir = filepath.Join("..", "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the example server and sealgate:", err)
-		os.Exit(1)
-	}
-	bin = dir
 	code := m.Run()
 	for _, p := range procs {
-		p.Process.Kill()
+		p.cmd.Process.Kill()
+		<-p.exited
 	}
-	os.RemoveAll(dir)
 	if envDir != "" {
 		os.RemoveAll(envDir)
 	}
@@ -77,7 +62,7 @@ type env struct{ direct, gateway target }
 var (
 	envOnce sync.Once
 	theEnv  *env
-	envErr  string
+	envErr  error
 )
 
 // targets starts (once per test binary) the example server with its own
@@ -86,19 +71,11 @@ var (
 // refuses connections (a port nothing listens on).
 func targets(t *testing.T) *env {
 	t.Helper()
-	envOnce.Do(func() { theEnv, envErr = startEnv() })
-	if envErr != "" {
+	envOnce.Do(func() { theEnv, envErr = newEnv() })
+	if envErr != nil {
 		t.Fatal(envErr)
 	}
 	return theEnv
-}
-
-func startEnv() (*env, string) {
-	e, err := newEnv()
-	if err != nil {
-		return nil, err.Error()
-	}
-	return e, ""
 }
 
 func newEnv() (*env, error) {
@@ -107,6 +84,11 @@ func newEnv() (*env, error) {
 		return nil, err
 	}
 	envDir = dir
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./examples/mcpserver", "./cmd/sealgate")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the example server and sealgate: %v\n%s", err, out)
+	}
 	// The key activated an hour ago, so that a state sealed half an hour
 	// ago (expired) is sealed with it.
 	past := time.Now().Add(-time.Hour)
@@ -130,7 +112,7 @@ func newEnv() (*env, error) {
 		}
 		base := "http://127.0.0.1:" + strconv.Itoa(port)
 		args = append([]string{"-keyset", ks, "-addr", "127.0.0.1:" + strconv.Itoa(port)}, args...)
-		return base + "/mcp", startProc(dir, name, base+"/readyz", filepath.Join(bin, "mcpserver"), args...)
+		return base + "/mcp", startProc(dir, name, base+"/readyz", filepath.Join(dir, "mcpserver"), args...)
 	}
 	gateway := func(name, upstream string, args ...string) (string, error) {
 		port, err := freePort()
@@ -145,7 +127,7 @@ func newEnv() (*env, error) {
 			"-keyset", ks, "-listen", "127.0.0.1:" + strconv.Itoa(port), "-admin-listen", "127.0.0.1:" + strconv.Itoa(admin),
 			"-log-format", "text"}, args...)
 		return "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp",
-			startProc(dir, name, "http://127.0.0.1:"+strconv.Itoa(admin)+"/readyz", filepath.Join(bin, "sealgate"), args...)
+			startProc(dir, name, "http://127.0.0.1:"+strconv.Itoa(admin)+"/readyz", filepath.Join(dir, "sealgate"), args...)
 	}
 	e := &env{direct: target{name: "server"}, gateway: target{name: "gateway"}}
 	var plain string
@@ -202,12 +184,17 @@ func expired(ks, audience string) (string, error) {
 	return st.Seal(mrtr.Request{Method: mrtr.MethodCallTool, Target: "fleet_flow", Arguments: []byte(`{"n":1}`)}, "1")
 }
 
-// procs are the processes startEnv started, which TestMain kills, and
-// envDir holds their keyset and logs.
+// procs are the processes newEnv started, which TestMain ends, and envDir
+// holds their binaries, keyset and logs.
 var (
-	procs  []*exec.Cmd
+	procs  []proc
 	envDir string
 )
+
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once Wait returned
+}
 
 // startProc starts a process with its log in dir and waits until ready
 // answers 200.
@@ -221,9 +208,9 @@ func startProc(dir, name, ready, path string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	procs = append(procs, cmd)
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
+	procs = append(procs, proc{cmd, exited})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if resp, err := http.Get(ready); err == nil {
