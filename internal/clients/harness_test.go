@@ -53,6 +53,7 @@ type target struct {
 	url         string // MCP endpoint
 	unavailable string // the same, its single-use check's Redis refusing connections
 	expired     string // fleet_flow's state for {"n":1}, sealed half an hour ago
+	fresh       string // the same, sealed now: the control that only time differs
 }
 
 // env is one keyset and every target, shared by the tests of the three
@@ -143,8 +144,10 @@ func newEnv() (*env, error) {
 			e.gateway.unavailable, err = gateway("gateway-unavailable", plain, "-single-use", "fleet_pay", "-replay", deadRedis)
 			return
 		},
-		func() (err error) { e.direct.expired, err = expired(ks, serverAudience); return },
-		func() (err error) { e.gateway.expired, err = expired(ks, gatewayAudience); return },
+		func() (err error) { e.direct.expired, err = sealFlow(ks, serverAudience, -30*time.Minute); return },
+		func() (err error) { e.gateway.expired, err = sealFlow(ks, gatewayAudience, -30*time.Minute); return },
+		func() (err error) { e.direct.fresh, err = sealFlow(ks, serverAudience, 0); return },
+		func() (err error) { e.gateway.fresh, err = sealFlow(ks, gatewayAudience, 0); return },
 	} {
 		if err := step(); err != nil {
 			return nil, err
@@ -163,17 +166,17 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// expired seals fleet_flow's state after its first round, for {"n":1}
-// and no principal, under audience, half an hour ago: a state the target
-// sealed once, expired twenty minutes ago.
-func expired(ks, audience string) (string, error) {
+// sealFlow seals fleet_flow's state after its first round, for {"n":1}
+// and no principal, under audience, at now plus offset: what the target
+// seals then (half an hour ago: expired twenty minutes ago).
+func sealFlow(ks, audience string, offset time.Duration) (string, error) {
 	l := &keyset.Loader{Path: ks, Options: keyset.LoadOptions{KEK: "local:stateseal.kek"}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := l.Load(context.Background())
 	if err != nil {
 		return "", err
 	}
 	defer l.Close()
-	s, err := seal.New(ring, &seal.Options{Now: func() time.Time { return time.Now().Add(-30 * time.Minute) }})
+	s, err := seal.New(ring, &seal.Options{Now: func() time.Time { return time.Now().Add(offset) }})
 	if err != nil {
 		return "", err
 	}
@@ -299,6 +302,21 @@ func flows(t *testing.T, client string, rw *rewriter, call caller, check func(t 
 			rw.set(nil)
 			if got, err := call(ctx, tg.url, "fleet_flow", 1); err != nil || got != "flow 1 done after 3 rounds" {
 				t.Fatalf("fleet_flow: %q, %v", got, err)
+			}
+			// The control for "expired": the same state sealed now passes.
+			once := func(tok string) func(string) string {
+				done := false
+				return func(s string) string {
+					if done {
+						return s
+					}
+					done = true
+					return tok
+				}
+			}
+			rw.set(once(tg.fresh))
+			if got, err := call(ctx, tg.url, "fleet_flow", 1); err != nil || got != "flow 1 done after 3 rounds" {
+				t.Fatalf("fleet_flow with a state the test sealed now: %q, %v", got, err)
 			}
 			var used string
 			rw.set(func(s string) string { used = s; return s })
