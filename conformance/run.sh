@@ -13,7 +13,9 @@
 #   bash conformance/run.sh sdk sdk-gateway ts ts-gateway
 #
 # Installs the pinned suite and Node.js 22 (and the TypeScript SDK, for the
-# ts targets) from the npm registry first, with npm ci. Exits non-zero
+# ts targets: its server, and its client in ts-client, which
+# internal/clients' TestTypeScriptClient runs under `go test`) from the
+# npm registry first, with npm ci. Exits non-zero
 # unless every target has the expected result: 14/14 with no failure and no
 # warning, or for ts exactly the expected failures. With RESULTS=DIR it
 # writes each target's result table to DIR/TARGET.md.
@@ -32,7 +34,10 @@ v22.*) ;;
 *) echo "conformance: need Node.js 22, have $(node --version)" >&2; exit 1 ;;
 esac
 case " $targets " in
-*" ts"*) (cd ts-server && npm ci --no-audit --no-fund --loglevel=error) ;;
+*" ts"*)
+	(cd ts-server && npm ci --no-audit --no-fund --loglevel=error)
+	(cd ts-client && npm ci --no-audit --no-fund --loglevel=error)
+	;;
 esac
 
 work=$(mktemp -d)

@@ -170,7 +170,7 @@ func TestSingleUse(t *testing.T) {
 		t.Fatalf("second round: %v, charged %d", err, g.charged.Load())
 	}
 	g.charged.Store(0)
-	if err := p.send("tools/call", retry, &done); err == nil || !strings.Contains(err.Error(), "invalid requestState (reason: replayed)") {
+	if err := p.send("tools/call", retry, &done); err == nil || !strings.Contains(err.Error(), "invalid requestState: replayed") {
 		t.Fatalf("replay: %v", err)
 	}
 	if g.charged.Load() != 0 {

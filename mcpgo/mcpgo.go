@@ -23,10 +23,10 @@
 //     mcp-go and the adapter has nothing to seal there.
 //   - Every error a tool or prompt handler (or its middleware) returns is
 //     sent as JSON-RPC -32603 (internal error) with the error's text. A
-//     state that fails to open is therefore answered -32603 with the message
-//     "invalid requestState (reason: invalid)" or "(reason: expired)", not
-//     the -32602 the go-sdk adapter sends; the handler never runs either
-//     way.
+//     state that fails to open is therefore answered -32603 with the
+//     go-sdk adapter's message (mrtr.ClientError: "invalid requestState:
+//     expired"), not its -32602 and data.reason; the handler never runs
+//     either way.
 //   - mcp-go has no standard authenticated principal. Options.Principal
 //     supplies one (from the context your HTTP authentication sets, or the
 //     request header). A request without a principal carries no state
@@ -199,12 +199,6 @@ func around[R any](ctx context.Context, a *Adapter, r mrtr.Request, in *string, 
 }
 
 // clientError is the error a client sees for an *mrtr.StateError: mcp-go
-// sends every handler error as -32603 with its text, so the text says no
-// more than the reason a state did not open, or that the handler's state
-// could not be sealed (mrtr has logged why).
-func clientError(err error) error {
-	if se, ok := err.(*mrtr.StateError); ok && se.Op == "seal" {
-		return errors.New("cannot seal requestState")
-	}
-	return fmt.Errorf("invalid requestState (reason: %s)", mrtr.Reason(err))
-}
+// sends every handler error as -32603 with its text, so the text is
+// mrtr.ClientError's message, which ends with the reason.
+func clientError(err error) error { return errors.New(mrtr.ClientError(err).Message) }

@@ -177,7 +177,7 @@ func TestToolRoundTripAndAttacks(t *testing.T) {
 		{"plaintext", alice, "book", args, secretState},
 	} {
 		_, err := call(tc.c, tc.tool, tc.tok, tc.args)
-		if err == nil || err.Error() != "JSON-RPC -32603: invalid requestState (reason: invalid)" {
+		if err == nil || err.Error() != "JSON-RPC -32603: invalid requestState: invalid" {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestToolRoundTripAndAttacks(t *testing.T) {
 	f.mu.Lock()
 	f.now = f.now.Add(2 * time.Minute)
 	f.mu.Unlock()
-	if _, err := call(alice, "book", state, args); err == nil || !strings.Contains(err.Error(), "reason: expired") {
+	if _, err := call(alice, "book", state, args); err == nil || !strings.HasSuffix(err.Error(), "invalid requestState: expired") {
 		t.Fatalf("expired: %v", err)
 	}
 	v := f.metrics.Values()

@@ -117,8 +117,8 @@ func checkRejected(t *testing.T, name string, err error, reason string) {
 	}
 	var data map[string]any
 	json.Unmarshal(je.Data, &data)
-	if je.Code != jsonrpc.CodeInvalidParams || je.Message != "invalid requestState" || len(data) != 1 || data["reason"] != reason {
-		t.Fatalf("%s: code %d, message %q, data %s; want -32602, \"invalid requestState\", reason %q", name, je.Code, je.Message, je.Data, reason)
+	if je.Code != jsonrpc.CodeInvalidParams || je.Message != "invalid requestState: "+reason || len(data) != 1 || data["reason"] != reason {
+		t.Fatalf("%s: code %d, message %q, data %s; want -32602, \"invalid requestState: %[5]s\", reason %[5]q", name, je.Code, je.Message, je.Data, reason)
 	}
 }
 

@@ -21,9 +21,9 @@
 // is bound to the method, the tool or prompt name or resource URI, the
 // principal (Extra.TokenInfo.UserID unless Options.Principal says
 // otherwise), the audience, and a digest of the arguments. A state that
-// fails to open is answered with JSON-RPC error -32602, message "invalid
-// requestState", and data {"reason": "invalid"} or {"reason": "expired"};
-// the handler never runs.
+// fails to open is answered with JSON-RPC error -32602, the reason in the
+// message and the data ("invalid requestState: expired", {"reason":
+// "expired"}: mrtr.ClientError); the handler never runs.
 //
 // Metrics and logs name a target only as the server registered it, and
 // anything else "unknown" (mrtr.Request.Label): a client chooses the name
@@ -43,7 +43,6 @@ package mcpsdk
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -165,22 +164,15 @@ func principal(ctx context.Context, req mcp.Request, o *Options) string {
 	return ""
 }
 
-// wireError is the error a client sees for a state that does not open:
-// one fixed message and the reason, nothing about which check failed. A
-// single-use check that could not be made is an internal error, which the
-// client may retry, and so is a state that could not be sealed (mrtr has
-// logged why).
+// wireError is the error a client sees for a state that does not open,
+// or that the handler's could not be sealed: mrtr.ClientError's answer,
+// the reason in the message and in data.reason, nothing about which check
+// failed.
 func wireError(err *mrtr.StateError) error {
-	if err.Op == "seal" {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot seal requestState"}
+	a := mrtr.ClientError(err)
+	e := &jsonrpc.Error{Code: int64(a.Code), Message: a.Message}
+	if a.Reason != "" {
+		e.Data, _ = json.Marshal(map[string]string{"reason": a.Reason})
 	}
-	reason := mrtr.Reason(err)
-	if errors.Is(err, mrtr.ErrArguments) || errors.Is(err, mrtr.ErrNoPrincipal) {
-		reason = "invalid"
-	}
-	data, _ := json.Marshal(map[string]string{"reason": reason})
-	if reason == "unavailable" {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "requestState single-use check unavailable; try again", Data: data}
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState", Data: data}
+	return e
 }

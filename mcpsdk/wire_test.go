@@ -189,14 +189,14 @@ func TestWire(t *testing.T) {
 	}
 	for i, c := range rejected {
 		a := post(t, url, c.user, 10+i, c.tool, c.params)
-		want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid requestState","data":{"reason":%q}}}`, 10+i, c.reason)
+		want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid requestState: %[2]s","data":{"reason":%[2]q}}}`, 10+i, c.reason)
 		if a.status != 400 || a.ctype != "application/json" || a.body != want {
 			t.Errorf("%s: %d %s %s\nwant 400 application/json %s", c.name, a.status, a.ctype, a.body, want)
 		}
 	}
 	clk.advance(10*time.Minute + 31*time.Second) // the default TTL and skew
 	a := post(t, url, "alice", 20, "book", retry)
-	if want := `{"jsonrpc":"2.0","id":20,"error":{"code":-32602,"message":"invalid requestState","data":{"reason":"expired"}}}`; a.status != 400 || a.body != want {
+	if want := `{"jsonrpc":"2.0","id":20,"error":{"code":-32602,"message":"invalid requestState: expired","data":{"reason":"expired"}}}`; a.status != 400 || a.body != want {
 		t.Errorf("expired: %d %s", a.status, a.body)
 	}
 
@@ -207,7 +207,7 @@ func TestWire(t *testing.T) {
 	a = post(t, url, "alice", 22, "pay", map[string]any{"inputResponses": answers, "requestState": payFirst})
 	guard.down.Store(false)
 	if e := a.msg.Error; a.status != 200 || a.ctype != "text/event-stream" || e == nil || e.Code != -32603 ||
-		e.Message != "requestState single-use check unavailable; try again" || string(e.Data) != `{"reason":"unavailable"}` {
+		e.Message != "requestState not checked, try again: unavailable" || string(e.Data) != `{"reason":"unavailable"}` {
 		t.Errorf("unavailable: %d %s %s", a.status, a.ctype, a.body)
 	}
 	if a := post(t, url, "alice", 23, "pay", map[string]any{"inputResponses": answers, "requestState": payFirst}); a.msg.Result == nil || a.msg.Result.ResultType != "complete" {

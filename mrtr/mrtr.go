@@ -12,8 +12,8 @@
 // github.com/modelcontextprotocol/go-sdk) and mcpgo (for
 // github.com/mark3labs/mcp-go) install it as middleware, so handlers never
 // see a sealed token. An adapter for another SDK runs each request that
-// may carry state through [States.Handle], and answers a *[StateError] in
-// its SDK's terms.
+// may carry state through [States.Handle], and answers a *[StateError]
+// with [ClientError]'s code, message and reason, as every path here does.
 package mrtr
 
 import (

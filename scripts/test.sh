@@ -6,7 +6,8 @@
 # It needs Go, npm, apt-get and the package registries: it installs the
 # servers (scripts/install-servers.sh; Vault builds once per machine, in
 # about ten minutes), and the conformance step installs its pinned suite
-# and Node.js 22 from the npm registry itself.
+# and Node.js 22 from the npm registry itself (and the TypeScript SDK's
+# client, which internal/clients tests under the race step).
 #
 #   FUZZTIME=1000000x bash scripts/test.sh
 #

@@ -12,7 +12,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/stateseal/stateseal/mrtr"
-	"github.com/stateseal/stateseal/replay"
 )
 
 // The gateway reads JSON-RPC messages with go-json-experiment's defaults,
@@ -272,22 +271,15 @@ func errorMessage(id jsontext.Value, e rpcError) []byte {
 	return b
 }
 
-// stateError is what a client is told about a state that did not open, or
-// could not be sealed: what mcpsdk's middleware answers, the same codes,
-// messages and reasons.
+// stateError is what a client is told about a state that did not open,
+// or could not be sealed: mrtr.ClientError, as mcpsdk's middleware answers.
 func stateError(err error) rpcError {
-	var se *mrtr.StateError
-	if errors.As(err, &se) && se.Op == "seal" {
-		return rpcError{Code: codeInternalError, Message: "cannot seal requestState"}
+	a := mrtr.ClientError(err)
+	e := rpcError{Code: a.Code, Message: a.Message}
+	if a.Reason != "" {
+		e.Data = map[string]string{"reason": a.Reason}
 	}
-	reason := mrtr.Reason(err)
-	if errors.Is(err, mrtr.ErrArguments) || errors.Is(err, mrtr.ErrNoPrincipal) || errors.Is(err, errBadState) {
-		reason = "invalid"
-	}
-	if errors.Is(err, replay.ErrUnavailable) || reason == "unavailable" {
-		return rpcError{Code: codeInternalError, Message: "requestState single-use check unavailable; try again", Data: map[string]string{"reason": "unavailable"}}
-	}
-	return rpcError{Code: codeInvalidParams, Message: "invalid requestState", Data: map[string]string{"reason": reason}}
+	return e
 }
 
 // errBadState is a requestState that is present but not a string.

@@ -243,7 +243,7 @@ func TestRedisReplayUnavailable(t *testing.T) {
 	status, m := f.post(rpcCall(2, mrtr.MethodCallTool, "pay", args, tok), v2026)
 	e, _ := m["error"].(map[string]any)
 	data, _ := e["data"].(map[string]any)
-	if status != http.StatusOK || e["code"] != float64(codeInternalError) || e["message"] != "requestState single-use check unavailable; try again" ||
+	if status != http.StatusOK || e["code"] != float64(codeInternalError) || e["message"] != "requestState not checked, try again: unavailable" ||
 		data["reason"] != "unavailable" || m["id"] != float64(2) {
 		t.Fatalf("with Redis stopped: HTTP %d %v", status, m)
 	}

