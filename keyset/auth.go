@@ -81,6 +81,12 @@ func (ks *Keyset) unwrapAuth(ctx context.Context, format string, kek backends.KE
 }
 
 func (ks *Keyset) verifyWith(format string, key []byte) error {
+	// An empty key is refused though HMAC takes one: no writer makes it,
+	// and WebCrypto's HMAC import refuses it, so a TypeScript reader could
+	// not say the same of the document (docs/KEYSET-FORMAT.md).
+	if len(key) == 0 {
+		return fmt.Errorf("%w: keyset %s: the authentication key is empty", ErrUnauthenticated, ks.ID)
+	}
 	if !hmac.Equal(ks.tag(format, key), ks.Auth.Tag) {
 		return fmt.Errorf("%w: keyset %s: its contents were changed without the KEK", ErrUnauthenticated, ks.ID)
 	}

@@ -685,6 +685,8 @@ func writeKeysetVectors(t *testing.T) {
 	pendingBad.key(0x7e5d1a9c).Wrapped = append([]byte{1}, kvDerive("garbage pending", 72)...)
 	unwrap("pending-only-and-bad-key", "no key can seal now, and a decrypt-only key does not unwrap: keys are unwrapped before the primary is looked for", pendingBad)
 
+	g.boundaryVectors(s, fleet, mac, next, single, cfg)
+
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)

@@ -33,6 +33,7 @@ import (
 // kmValue is a JSON value. Objects keep their members in order.
 type kmValue struct {
 	kind    byte // '{', '[', '"', '0' (number), 't', 'f', 'n'
+	escaped bool // a string written with an escape
 	str     string
 	members []kmMember
 	items   []*kmValue
@@ -44,9 +45,10 @@ type kmMember struct {
 }
 
 type kmParser struct {
-	b   []byte
-	i   int
-	mut string
+	b       []byte
+	i       int
+	mut     string
+	escaped bool // the last string read had an escape
 }
 
 // kmParseJSON reads one JSON value (RFC 8259) strictly: UTF-8, nothing
@@ -71,8 +73,17 @@ func kmParseJSON(b []byte, mut string) (*kmValue, bool) {
 }
 
 func (p *kmParser) ws() {
-	for p.i < len(p.b) && strings.IndexByte(" \t\n\r", p.b[p.i]) >= 0 {
-		p.i++
+	for p.i < len(p.b) {
+		switch {
+		case strings.IndexByte(" \t\n\r", p.b[p.i]) >= 0:
+			p.i++
+		case p.mut == "whitespace-beyond-json" && strings.IndexByte("\f\v", p.b[p.i]) >= 0:
+			p.i++
+		case p.mut == "whitespace-beyond-json" && bytes.HasPrefix(p.b[p.i:], []byte("\u00a0")):
+			p.i += 2
+		default:
+			return
+		}
 	}
 }
 
@@ -84,7 +95,11 @@ func (p *kmParser) lit(s string) bool {
 	return false
 }
 
-var kmNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+var (
+	kmNumber      = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+	kmNumberZeros = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+	kmNumberPlus  = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+)
 
 func (p *kmParser) value() (*kmValue, bool) {
 	if p.i >= len(p.b) {
@@ -153,7 +168,7 @@ func (p *kmParser) value() (*kmValue, bool) {
 		}
 	case c == '"':
 		s, ok := p.string()
-		return &kmValue{kind: '"', str: s}, ok
+		return &kmValue{kind: '"', str: s, escaped: p.escaped}, ok
 	case p.lit("true"):
 		return &kmValue{kind: 't'}, true
 	case p.lit("false"):
@@ -161,12 +176,19 @@ func (p *kmParser) value() (*kmValue, bool) {
 	case p.lit("null"):
 		return &kmValue{kind: 'n'}, true
 	}
-	n := kmNumber.Find(p.b[p.i:])
+	re := kmNumber
+	switch p.mut {
+	case "leading-zeros-accepted":
+		re = kmNumberZeros
+	case "plus-sign-accepted":
+		re = kmNumberPlus
+	}
+	n := re.Find(p.b[p.i:])
 	if n == nil {
 		return nil, false
 	}
 	p.i += len(n)
-	return &kmValue{kind: '0', str: string(n)}, true
+	return &kmValue{kind: '0', str: string(n)}, true // big.Int reads "01" and "+1" too
 }
 
 // string reads a JSON string: no raw control characters, JSON's escapes
@@ -175,6 +197,7 @@ func (p *kmParser) string() (string, bool) {
 	if !p.lit(`"`) {
 		return "", false
 	}
+	p.escaped = false
 	var out []byte
 	for p.i < len(p.b) {
 		c := p.b[p.i]
@@ -182,7 +205,7 @@ func (p *kmParser) string() (string, bool) {
 		switch {
 		case c == '"':
 			return string(out), true
-		case c < 0x20:
+		case c < 0x20 && p.mut != "raw-control-accepted", c == 0x7f && p.mut == "del-refused":
 			return "", false
 		case c != '\\':
 			out = append(out, c)
@@ -193,6 +216,7 @@ func (p *kmParser) string() (string, bool) {
 		}
 		e := p.b[p.i]
 		p.i++
+		p.escaped = true
 		if i := strings.IndexByte(`"\/bfnrt`, e); i >= 0 {
 			out = append(out, "\"\\/\b\f\n\r\t"[i])
 			continue
@@ -250,8 +274,9 @@ var kmPolicyNames = []string{"propagation_delay_seconds", "max_ttl_seconds", "sk
 
 // kmReader reads the members of the document's objects.
 type kmReader struct {
-	mut string
-	bad bool
+	mut     string
+	bad     bool
+	retired bool // reading a retired key
 }
 
 // object returns the members of v, an object, by name. Absent members
@@ -339,6 +364,14 @@ var kmTimeRE = regexp.MustCompile(`^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):
 // time reads YYYY-MM-DDTHH:MM:SSZ, a valid UTC date and time from 1970 on,
 // as Unix seconds.
 func (r *kmReader) time(s string) int64 {
+	if r.mut == "unicode-digits-in-times" { // as Python's \d and int() read them
+		s = strings.Map(func(c rune) rune {
+			if 0xFF10 <= c && c <= 0xFF19 {
+				return '0' + c - 0xFF10
+			}
+			return c
+		}, s)
+	}
 	m := kmTimeRE.FindStringSubmatch(s)
 	switch {
 	case m == nil,
@@ -404,7 +437,11 @@ func (r *kmReader) b64(s string) []byte {
 		enc = base64.RawURLEncoding
 	}
 	b, err := enc.DecodeString(s)
-	if err != nil || len(b) == 0 || len(b) > 2048 && r.mut != "wrapped-unbounded" {
+	n := len(b)
+	if r.mut == "wrapped-bound-in-characters" {
+		n = len(s)
+	}
+	if err != nil || len(b) == 0 || n > 2048 && r.mut != "wrapped-unbounded" && !(r.retired && r.mut == "retired-wrapped-unchecked") {
 		r.bad = true
 	}
 	return b
@@ -414,7 +451,7 @@ func (r *kmReader) b64(s string) []byte {
 // before it looks at its configuration.
 func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	m := func(name string) bool { return mut == name }
-	if len(data) > 1<<20 {
+	if len(data) > 1<<20 && !m("size-unbounded") || len(data) == 1<<20 && m("size-limit-exclusive") {
 		return nil, false
 	}
 	v, ok := kmParseJSON(data, mut)
@@ -443,7 +480,13 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	if d.expires != "" {
 		d.expiresUnix = r.time(d.expires)
 	}
+	if m("escapes-in-values-refused") && top["expires"] != nil && top["expires"].escaped {
+		return nil, false
+	}
 	auth := r.object(top["auth"], "auth", "wrapped", "tag")
+	if m("escapes-in-values-refused") && (auth["wrapped"] != nil && auth["wrapped"].escaped || auth["tag"] != nil && auth["tag"].escaped) {
+		return nil, false
+	}
 	d.authWrapped, d.tag = r.b64(r.str(auth["wrapped"])), r.b64(r.str(auth["tag"]))
 	if len(d.tag) != 32 && !m("tag-any-length") {
 		return nil, false
@@ -454,7 +497,15 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	}
 	if keys != nil {
 		for _, kv := range keys.items {
+			if kv.kind == 'n' && m("null-key-elements-skipped") {
+				continue
+			}
 			f := r.object(kv, "key", "id", "algorithm", "state", "created", "activation", "wrapped")
+			for _, n := range []string{"created", "activation", "wrapped"} {
+				if m("escapes-in-values-refused") && f[n] != nil && f[n].escaped {
+					return nil, false
+				}
+			}
 			k := kmKey{hexID: r.str(f["id"]), algorithm: r.str(f["algorithm"]), state: r.str(f["state"]),
 				created: r.str(f["created"]), activation: r.str(f["activation"])}
 			idRE := "^[0-9a-f]{8}$"
@@ -466,8 +517,14 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			}
 			id, _ := strconv.ParseUint(k.hexID, 16, 32)
 			k.id = uint32(id)
+			bad := r.bad
+			r.retired = k.state == "retired"
 			k.createdUnix, k.activationUnix = r.time(k.created), r.time(k.activation)
 			k.wrapped = r.b64(r.str(f["wrapped"]))
+			if r.retired && m("retired-keys-unvalidated") {
+				r.bad = bad
+			}
+			r.retired = false
 			d.keys = append(d.keys, k)
 		}
 	}
@@ -482,7 +539,7 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			return true
 		}
 		for _, s := range p {
-			if s > maxSeconds {
+			if s > maxSeconds || s == maxSeconds && m("durations-bound-exclusive") {
 				return false
 			}
 		}
@@ -507,12 +564,17 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	case p[4] == 0 && d.expires != "" && !m("expires-without-freshness"):
 		return nil, false
+	case p[4] == 0 && top["expires"] != nil && m("empty-expires-is-present"):
+		return nil, false
 	case p[4] != 0 && d.expires == "" && !m("freshness-without-expires"):
 		return nil, false
 	}
 	seen := map[uint32]bool{}
 	active := 0
 	for _, k := range d.keys {
+		if k.state == "retired" && m("retired-keys-unvalidated") {
+			continue
+		}
 		switch {
 		case k.id == 0 && !m("key-id-zero-accepted"):
 			return nil, false
@@ -538,15 +600,31 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 
 // kmIdentity is a configured KEK URL's identity: without the transport
 // parameters endpoint and insecure, the rest sorted by name.
-func kmIdentity(u string) string {
+func kmIdentity(u, mut string) string {
+	m := func(name string) bool { return mut == name }
 	base, query, found := strings.Cut(u, "?")
-	if !found || query == "" {
+	if !found || query == "" && !m("identity-bare-question-kept") {
+		return base
+	}
+	if query == "" {
 		return u
 	}
 	type param struct{ name, value string }
 	var ps []param
 	for _, part := range strings.Split(query, "&") {
+		if part == "" && !m("identity-empty-pieces-kept") {
+			continue
+		}
+		if m("identity-raw-query") {
+			if n, _, _ := strings.Cut(part, "="); n != "endpoint" && n != "insecure" {
+				ps = append(ps, param{part, ""})
+			}
+			continue
+		}
 		n, v, _ := strings.Cut(part, "=")
+		if i := strings.LastIndexByte(part, '='); i >= 0 && m("identity-split-at-last-equals") {
+			n, v = part[:i], part[i+1:]
+		}
 		n, err1 := kmUnescape(n)
 		v, err2 := kmUnescape(v)
 		if err1 != nil || err2 != nil || n == "endpoint" || n == "insecure" {
@@ -554,10 +632,22 @@ func kmIdentity(u string) string {
 		}
 		ps = append(ps, param{n, v})
 	}
-	slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.name, b.name) })
+	switch {
+	case m("identity-unsorted"):
+	case m("identity-values-sorted"):
+		slices.SortFunc(ps, func(a, b param) int {
+			return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.value, b.value))
+		})
+	default:
+		slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.name, b.name) })
+	}
 	var out []string
 	for _, p := range ps {
-		out = append(out, kmEscape(p.name)+"="+kmEscape(p.value))
+		if m("identity-raw-query") {
+			out = append(out, p.name)
+			continue
+		}
+		out = append(out, kmEscape(p.name, mut)+"="+kmEscape(p.value, mut))
 	}
 	if len(out) == 0 {
 		return base
@@ -588,14 +678,16 @@ func kmUnescape(s string) (string, error) {
 	return string(b), nil
 }
 
-func kmEscape(s string) string {
+func kmEscape(s, mut string) string {
 	var b strings.Builder
 	for _, c := range []byte(s) {
 		switch {
 		case 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0:
 			b.WriteByte(c)
-		case c == ' ':
+		case c == ' ' && mut != "identity-space-as-percent-20":
 			b.WriteByte('+')
+		case mut == "identity-lower-hex":
+			fmt.Fprintf(&b, "%%%02x", c)
 		default:
 			fmt.Fprintf(&b, "%%%02X", c)
 		}
@@ -660,14 +752,14 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			trusted = trusted[:1]
 		}
 		for _, u := range trusted {
-			id, name := kmIdentity(u), d.kek
+			id, name := kmIdentity(u, mut), d.kek
 			switch {
 			case m("kek-compared-with-transport-params"):
 				id = u
 			case m("document-kek-identity"):
-				name = kmIdentity(d.kek)
+				name = kmIdentity(d.kek, mut)
 			}
-			if id == name {
+			if id == name || m("kek-case-insensitive") && strings.EqualFold(id, name) {
 				kekURL = u
 				return ""
 			}
@@ -686,7 +778,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if pinned == "" && h != nil && !m("first-loaded-not-pinned") {
 			pinned = h.id
 		}
-		if pinned != "" && d.id != pinned {
+		if pinned != "" && d.id != pinned && !(m("pin-case-insensitive") && strings.EqualFold(d.id, pinned)) {
 			return "other_keyset"
 		}
 		return ""
@@ -695,7 +787,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		switch {
 		case d.version < c.MinVersion && !m("min-version-ignored"), d.version == c.MinVersion && m("min-version-exclusive"):
 			return "rollback"
-		case h != nil && h.id == d.id && d.version < h.version && !m("rollback-running-accepted"):
+		case h != nil && h.id == d.id && d.version < h.version && !m("rollback-running-accepted") && !(m("min-version-replaces-installed") && c.MinVersion != 0):
 			return "rollback"
 		}
 		return ""
@@ -712,7 +804,11 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if now >= exp && !m("stale-after-expires") || m("stale-after-expires") && now > exp {
 			return "stale"
 		}
-		if exp > now+(d.policy[4]+d.policy[2])*1000 && !m("expiry-ahead-accepted") {
+		ahead := now + (d.policy[4]+d.policy[2])*1000
+		if m("expiry-ahead-without-skew") {
+			ahead = now + d.policy[4]*1000
+		}
+		if (exp > ahead || exp == ahead && m("expiry-ahead-exclusive")) && !m("expiry-ahead-accepted") {
 			return "stale"
 		}
 		return ""
@@ -751,6 +847,15 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 	if err != nil {
 		km.t.Fatal(err)
 	}
+	keks := [][]byte{kek}
+	if m("unwrap-with-any-trusted-kek") {
+		for _, u := range c.KEKs {
+			if j := slices.IndexFunc(km.f.KEKs, func(k kvKEK) bool { return k.URL == u }); j >= 0 && j != i {
+				other, _ := hex.DecodeString(km.f.KEKs[j].Key)
+				keks = append(keks, other)
+			}
+		}
+	}
 	unwrap := func(w, ad []byte) ([]byte, bool) {
 		if m("local-without-version-byte") {
 			w = append([]byte{1}, w...)
@@ -758,9 +863,13 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if len(w) < 1+24+16 || w[0] != 1 && !m("local-version-byte-ignored") {
 			return nil, false
 		}
-		a, _ := chacha20poly1305.NewX(kek)
-		pt, err := a.Open(nil, w[1:25], w[25:], ad)
-		return pt, err == nil
+		for _, kek := range keks {
+			a, _ := chacha20poly1305.NewX(kek)
+			if pt, err := a.Open(nil, w[1:25], w[25:], ad); err == nil {
+				return pt, true
+			}
+		}
+		return nil, false
 	}
 	digest := sha256.Sum256(data)
 	forkCheck := func() string {
@@ -823,7 +932,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		authAD = kmJoin(format, "auth")
 	}
 	authKey, ok := unwrap(d.authWrapped, authAD)
-	if !ok || m("auth-key-must-be-32") && len(authKey) != 32 {
+	if !ok || m("auth-key-must-be-32") && len(authKey) != 32 || len(authKey) == 0 && !m("auth-key-empty-accepted") {
 		return kmLoaded{expect: "unauthenticated"}
 	}
 	input := kmTagInput(d, mut)
@@ -859,11 +968,17 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 				continue
 			}
 			at := k.activationUnix * 1000
+			if m("primary-activation-with-skew") {
+				at -= d.policy[2] * 1000
+			}
 			if !m("primary-ignores-activation") && (at > c.NowMillis || m("primary-activation-exclusive") && at == c.NowMillis) {
 				continue
 			}
 			switch {
-			case best == nil, k.activationUnix > best.activationUnix:
+			case best == nil, m("primary-last-listed"), m("primary-latest-created") && k.createdUnix > best.createdUnix:
+				best = k
+			case m("primary-latest-created"):
+			case k.activationUnix > best.activationUnix:
 				best = k
 			case k.activationUnix == best.activationUnix && !m("primary-tie-first-listed") && (!m("primary-tie-highest-id") || k.id > best.id):
 				best = k
