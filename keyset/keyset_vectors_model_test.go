@@ -259,7 +259,14 @@ type kmDoc struct {
 	expiresUnix              int64
 	policy                   [5]int64 // seconds: propagation, max TTL, skew, rotation, freshness
 	keys                     []kmKey
+	history                  []kmLink
+	retired                  []uint32 // retired_keys
 	authWrapped, tag         []byte
+}
+
+type kmLink struct {
+	version uint64
+	tag     []byte
 }
 
 type kmKey struct {
@@ -459,9 +466,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	}
 	r := &kmReader{mut: mut}
-	top := r.object(v, "top", "format", "id", "version", "kek", "expires", "policy", "keys", "auth")
+	top := r.object(v, "top", "format", "id", "version", "kek", "expires", "policy", "keys", "history", "retired_keys", "auth")
 	d := &kmDoc{format: r.str(top["format"]), id: r.str(top["id"]), kek: r.str(top["kek"]), expires: r.str(top["expires"])}
-	if d.format != "stateseal-keyset-v3" && !(m("format-v2-accepted") && d.format == "stateseal-keyset-v2") {
+	if d.format != "stateseal-keyset-v4" && !(m("format-v3-accepted") && d.format == "stateseal-keyset-v3") {
 		return nil, false
 	}
 	version := r.integer(top["version"], m("version-as-float"))
@@ -528,8 +535,59 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			d.keys = append(d.keys, k)
 		}
 	}
+	if hv := top["history"]; hv != nil {
+		if hv.kind != '[' {
+			return nil, false
+		}
+		for _, lv := range hv.items {
+			f := r.object(lv, "link", "version", "tag")
+			n := r.integer(f["version"], false)
+			if n.Sign() < 0 || n.BitLen() > 64 {
+				return nil, false
+			}
+			l := kmLink{version: n.Uint64(), tag: r.b64(r.str(f["tag"]))}
+			if len(l.tag) != 32 && !m("history-tag-any-length") {
+				return nil, false
+			}
+			d.history = append(d.history, l)
+		}
+	}
+	if rv := top["retired_keys"]; rv != nil {
+		if rv.kind != '[' {
+			return nil, false
+		}
+		for _, iv := range rv.items {
+			h := r.str(iv)
+			if !regexp.MustCompile("^[0-9a-f]{8}$").MatchString(h) {
+				return nil, false
+			}
+			id, _ := strconv.ParseUint(h, 16, 32)
+			d.retired = append(d.retired, uint32(id))
+		}
+	}
 	if r.bad {
 		return nil, false
+	}
+	// History and retired keys.
+	if !m("history-optional") && (d.version <= 1) != (len(d.history) == 0) || len(d.history) > 32 && !m("history-unbounded") {
+		return nil, false
+	}
+	below := d.version
+	for _, l := range d.history {
+		if (l.version >= below || l.version == 0) && !m("history-order-ignored") {
+			return nil, false
+		}
+		below = l.version
+	}
+	for i, id := range d.retired {
+		if id == 0 || i > 0 && id <= d.retired[i-1] && !m("retired-keys-order-ignored") {
+			return nil, false
+		}
+	}
+	for _, k := range d.keys {
+		if (k.state == "retired") != slices.Contains(d.retired, k.id) && !m("retired-keys-unchecked") {
+			return nil, false
+		}
 	}
 	// Validation.
 	p := d.policy
@@ -697,10 +755,11 @@ func kmEscape(s, mut string) string {
 
 // kmLoaded is what the model loads, or why it refuses.
 type kmLoaded struct {
-	expect string
-	loaded kvLoaded
-	digest [32]byte
-	tag    []byte
+	expect  string
+	loaded  kvLoaded
+	digest  [32]byte
+	tag     []byte
+	retired []uint32
 }
 
 // kmHistory is what a loader keeps from the document it installed.
@@ -709,6 +768,7 @@ type kmHistory struct {
 	version uint64
 	digest  [32]byte
 	tag     []byte
+	retired []uint32
 }
 
 type kmModel struct {
@@ -729,7 +789,7 @@ func (km *kmModel) load(v kvVector) kmLoaded {
 		if r.expect != "ok" {
 			return kmLoaded{expect: "(the first document does not load: " + r.expect + ")"}
 		}
-		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag}
+		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, r.retired}
 	}
 	return km.loadDoc(v, h)
 }
@@ -789,6 +849,14 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			return "rollback"
 		case h != nil && h.id == d.id && d.version < h.version && !m("rollback-running-accepted") && !(m("min-version-replaces-installed") && c.MinVersion != 0):
 			return "rollback"
+		}
+		if h == nil || h.id != d.id || m("retired-revived-accepted") {
+			return ""
+		}
+		for _, k := range d.keys {
+			if k.state != "retired" && slices.Contains(h.retired, k.id) {
+				return "rollback"
+			}
 		}
 		return ""
 	}
@@ -873,7 +941,24 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 	}
 	digest := sha256.Sum256(data)
 	forkCheck := func() string {
-		if h == nil || m("fork-ignored") || h.id != d.id || h.version != d.version {
+		if h == nil || h.id != d.id {
+			return ""
+		}
+		if d.version > h.version && !m("history-ignored") {
+			for _, l := range d.history {
+				if l.version == h.version {
+					if bytes.Equal(l.tag, h.tag) || m("history-tags-ignored") {
+						return ""
+					}
+					return "fork"
+				}
+			}
+			if m("history-gap-accepted") {
+				return ""
+			}
+			return "fork"
+		}
+		if m("fork-ignored") || h.version != d.version {
 			return ""
 		}
 		if !m("fork-by-bytes") && bytes.Equal(h.tag, d.tag) || m("fork-by-bytes") && h.digest == digest {
@@ -881,6 +966,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		}
 		return "fork"
 	}
+
 	if m("fork-before-authentication") {
 		if e := forkCheck(); e != "" {
 			return kmLoaded{expect: e}
@@ -923,11 +1009,11 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		}
 	}
 	// 6-7. The authentication key and the tag.
-	format := "stateseal-keyset-v3"
+	format := "stateseal-keyset-v4"
 	authAD := kmJoin(format, d.id, "auth")
 	switch {
 	case m("auth-ad-wrong-format"):
-		authAD = kmJoin("stateseal-keyset-v2", d.id, "auth")
+		authAD = kmJoin("stateseal-keyset-v3", d.id, "auth")
 	case m("auth-ad-without-keyset-id"):
 		authAD = kmJoin(format, "auth")
 	}
@@ -952,7 +1038,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			return kmLoaded{expect: e}
 		}
 	}
-	out := kmLoaded{expect: "ok", digest: digest, tag: d.tag, loaded: kvLoaded{
+	out := kmLoaded{expect: "ok", digest: digest, tag: d.tag, retired: d.retired, loaded: kvLoaded{
 		ID: d.id, Version: d.version, KEK: d.kek, Expires: d.expires,
 		Policy: kvPolicy{d.policy[0], d.policy[1], d.policy[2], d.policy[3], d.policy[4]},
 		Auth:   kvAuth{AD: hex.EncodeToString(authAD), Key: hex.EncodeToString(authKey), TagInput: hex.EncodeToString(input)},
@@ -1045,9 +1131,9 @@ func kmTagInput(d *kmDoc, mut string) []byte {
 		}
 		return field(b, w)
 	}
-	label := "stateseal-keyset-v3 auth"
+	label := "stateseal-keyset-v4 auth"
 	if m("tag-label-without-auth") {
-		label = "stateseal-keyset-v3"
+		label = "stateseal-keyset-v4"
 	}
 	b := field(nil, []byte(label))
 	b = field(b, []byte(d.id))
@@ -1064,6 +1150,18 @@ func kmTagInput(d *kmDoc, mut string) []byte {
 		b = seconds(b, d.policy[4])
 		if d.expires != "" || !m("tag-expiry-omitted-when-off") {
 			b = when(b, d.expires, d.expiresUnix)
+		}
+	}
+	if !m("tag-without-history") {
+		b = u32(b, uint32(len(d.history)))
+		for _, l := range d.history {
+			b = field(u64(b, l.version), l.tag)
+		}
+	}
+	if !m("tag-without-retired-keys") {
+		b = u32(b, uint32(len(d.retired)))
+		for _, id := range d.retired {
+			b = u32(b, id)
 		}
 	}
 	keys := slices.Clone(d.keys)
@@ -1206,13 +1304,15 @@ var kmMutations = []string{
 	// The document.
 	"invalid-utf8-replaced", "trailing-data-ignored", "duplicate-last-wins", "case-insensitive-names",
 	"unknown-members-ignored", "nested-unknown-members-ignored", "null-refused", "absent-refused",
-	"format-v2-accepted", "version-as-float", "policy-as-float", "version-zero-accepted",
+	"format-v3-accepted", "version-as-float", "policy-as-float", "version-zero-accepted",
 	"times-with-fraction", "times-with-offset", "times-lower-case-z", "times-before-1970",
 	"base64-padding-accepted", "base64-standard-alphabet", "base64-line-breaks-skipped", "base64-trailing-bits-ignored",
 	"tag-any-length", "durations-unbounded", "max-ttl-from-zero", "max-ttl-uncapped", "skew-uncapped", "skew-cap-exclusive",
 	"rotation-may-equal-propagation", "freshness-unbounded", "expires-without-freshness", "freshness-without-expires",
 	"key-id-any-case", "key-id-zero-accepted", "duplicate-key-ids-accepted", "activation-before-created-accepted",
 	"no-active-key-accepted",
+	"history-optional", "history-unbounded", "history-order-ignored", "history-tag-any-length",
+	"retired-keys-order-ignored", "retired-keys-unchecked",
 	// The configuration.
 	"kek-from-document", "kek-compared-with-transport-params", "document-kek-identity", "previous-kek-ignored",
 	"pin-ignored", "first-loaded-not-pinned", "min-version-ignored", "min-version-exclusive", "rollback-running-accepted",
@@ -1225,7 +1325,9 @@ var kmMutations = []string{
 	"tag-version-u32", "tag-durations-in-seconds", "tag-without-freshness", "tag-expiry-omitted-when-off",
 	"tag-times-as-text", "tag-keys-in-id-order", "tag-retired-keys-omitted", "tag-key-count-omitted",
 	"tag-key-id-as-text", "tag-wrapped-as-text", "tag-without-auth-wrapped",
+	"tag-without-history", "tag-without-retired-keys",
 	"fork-ignored", "fork-by-bytes", "fork-before-authentication", "wrapped-unbounded",
+	"history-ignored", "history-tags-ignored", "history-gap-accepted", "retired-revived-accepted",
 	// Wrapping and the keys.
 	"local-without-version-byte", "local-version-byte-ignored",
 	"wrap-ad-without-key-id", "wrap-ad-without-keyset-id", "wrap-ad-v3-domain", "wrap-ad-key-id-binary",
