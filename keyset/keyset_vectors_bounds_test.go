@@ -138,7 +138,19 @@ func (g *kvGen) boundaryVectors(s, fleet, mac, next *kvBuild, single kvSpec, cfg
 	empty := s.clone()
 	g.authenticateWith(empty, []byte{})
 	g.refuse("auth-key-0-bytes", "unauthenticated", "the authentication key unwraps to 0 bytes: refused (HMAC takes it, WebCrypto does not; no writer makes it)", g.doc(empty), cfg)
-	_ = next
+
+	// Fork state: a loader remembers the installed version's tag as its
+	// 32 bytes, and compares tags as bytes, however they are written.
+	after := with(func(c *kvConfig) { c.After = "valid-rotation" })
+	tag7 := base64.RawURLEncoding.EncodeToString(fleet.ks.Auth.Tag)
+	g.okAfter("fork-tag-escaped", `the installed version 7 again, its auth.tag's first character written as a \u escape: the same 32 bytes, the same tag, not a fork`,
+		g.edit(fd, `"auth": {`, `"tag": "`+tag7[:1], `"tag": "\u00`+hex2(tag7[0])), after)
+	nd8 := g.doc(next)
+	g.ok("descendant-link-tag-escaped", `version 8, whose link to the installed version 7 writes the tag's first character as a \u escape: the link's tag is its 32 bytes`, next, after,
+		func(d []byte) []byte {
+			return g.edit(d, `"history": [`, `"tag": "`+tag7[:1], `"tag": "\u00`+hex2(tag7[0]))
+		})
+	_ = nd8
 }
 
 // rebuildID is b's keyset again under another id: its keys wrapped and
@@ -180,6 +192,7 @@ func init() {
 		"durations-bound-exclusive", "expiry-ahead-exclusive", "expiry-ahead-without-skew", "empty-expires-is-present",
 		"primary-last-listed", "primary-latest-created", "primary-activation-with-skew", "retired-keys-unvalidated",
 		"min-version-replaces-installed", "unwrap-with-any-trusted-kek", "auth-key-empty-accepted",
+		"fork-tag-as-text", "history-link-by-document-digest",
 	)
 }
 

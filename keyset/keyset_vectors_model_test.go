@@ -32,8 +32,9 @@ import (
 
 // kmValue is a JSON value. Objects keep their members in order.
 type kmValue struct {
-	kind    byte // '{', '[', '"', '0' (number), 't', 'f', 'n'
-	escaped bool // a string written with an escape
+	kind    byte   // '{', '[', '"', '0' (number), 't', 'f', 'n'
+	escaped bool   // a string written with an escape
+	raw     string // a string as written, between its quotes
 	str     string
 	members []kmMember
 	items   []*kmValue
@@ -167,8 +168,12 @@ func (p *kmParser) value() (*kmValue, bool) {
 			}
 		}
 	case c == '"':
+		start := p.i
 		s, ok := p.string()
-		return &kmValue{kind: '"', str: s, escaped: p.escaped}, ok
+		if !ok {
+			return nil, false
+		}
+		return &kmValue{kind: '"', str: s, escaped: p.escaped, raw: string(p.b[start+1 : p.i-1])}, true
 	case p.lit("true"):
 		return &kmValue{kind: 't'}, true
 	case p.lit("false"):
@@ -262,11 +267,13 @@ type kmDoc struct {
 	history                  []kmLink
 	retired                  []uint32 // retired_keys
 	authWrapped, tag         []byte
+	tagText                  string // auth.tag as written, for a reading that compares the text
 }
 
 type kmLink struct {
 	version uint64
 	tag     []byte
+	tagText string
 }
 
 type kmKey struct {
@@ -495,6 +502,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	}
 	d.authWrapped, d.tag = r.b64(r.str(auth["wrapped"])), r.b64(r.str(auth["tag"]))
+	if auth["tag"] != nil {
+		d.tagText = auth["tag"].raw
+	}
 	if len(d.tag) != 32 && !m("tag-any-length") {
 		return nil, false
 	}
@@ -546,6 +556,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 				return nil, false
 			}
 			l := kmLink{version: n.Uint64(), tag: r.b64(r.str(f["tag"]))}
+			if f["tag"] != nil {
+				l.tagText = f["tag"].raw
+			}
 			if len(l.tag) != 32 && !m("history-tag-any-length") {
 				return nil, false
 			}
@@ -760,6 +773,7 @@ type kmLoaded struct {
 	digest  [32]byte
 	tag     []byte
 	retired []uint32
+	tagText string
 }
 
 // kmHistory is what a loader keeps from the document it installed.
@@ -769,6 +783,7 @@ type kmHistory struct {
 	digest  [32]byte
 	tag     []byte
 	retired []uint32
+	tagText string
 }
 
 type kmModel struct {
@@ -789,7 +804,7 @@ func (km *kmModel) load(v kvVector) kmLoaded {
 		if r.expect != "ok" {
 			return kmLoaded{expect: "(the first document does not load: " + r.expect + ")"}
 		}
-		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, r.retired}
+		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, r.retired, r.tagText}
 	}
 	return km.loadDoc(v, h)
 }
@@ -947,7 +962,14 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if d.version > h.version && !m("history-ignored") {
 			for _, l := range d.history {
 				if l.version == h.version {
-					if bytes.Equal(l.tag, h.tag) || m("history-tags-ignored") {
+					same := bytes.Equal(l.tag, h.tag)
+					switch {
+					case m("fork-tag-as-text"):
+						same = l.tagText == h.tagText
+					case m("history-link-by-document-digest"):
+						same = bytes.Equal(l.tag, h.digest[:])
+					}
+					if same || m("history-tags-ignored") {
 						return ""
 					}
 					return "fork"
@@ -960,6 +982,12 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		}
 		if m("fork-ignored") || h.version != d.version {
 			return ""
+		}
+		if m("fork-tag-as-text") {
+			if h.tagText == d.tagText {
+				return ""
+			}
+			return "fork"
 		}
 		if !m("fork-by-bytes") && bytes.Equal(h.tag, d.tag) || m("fork-by-bytes") && h.digest == digest {
 			return ""
@@ -1038,7 +1066,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			return kmLoaded{expect: e}
 		}
 	}
-	out := kmLoaded{expect: "ok", digest: digest, tag: d.tag, retired: d.retired, loaded: kvLoaded{
+	out := kmLoaded{expect: "ok", digest: digest, tag: d.tag, retired: d.retired, tagText: d.tagText, loaded: kvLoaded{
 		ID: d.id, Version: d.version, KEK: d.kek, Expires: d.expires,
 		Policy: kvPolicy{d.policy[0], d.policy[1], d.policy[2], d.policy[3], d.policy[4]},
 		Auth:   kvAuth{AD: hex.EncodeToString(authAD), Key: hex.EncodeToString(authKey), TagInput: hex.EncodeToString(input)},
