@@ -3,6 +3,8 @@ package seal
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +124,13 @@ func (g *gen) limitVectors(macKey, aeadKey keyring.Key, tool Binding, older keyr
 	g.vs = append(g.vs, makeVector(t, "seal-now-at-max", "the sealer's clock reads 2^40 - 1 s and 999 ms: issued_at 2^40 - 1, the header's largest, is sealed", []keyring.Key{macKey}, tool, []byte("c"), at(maxIAT*1000+999),
 		openWith(maxIAT+1, i64(3600), i64(30), nil)))
 	g.notSealed("seal-now-past-max", "the sealer's clock reads 2^40 s: issued_at would not fit the header's 40 bits: refused", []keyring.Key{macKey}, tool, []byte("c"), at((maxIAT+1)*1000))
+
+	// The uvarint's boundary: 127 bytes take one byte, 128 two.
+	for _, n := range []int{127, 128} {
+		b := tool
+		b.Target = "t" + strings.Repeat("x", n-1)
+		g.ok(fmt.Sprintf("mac-binding-%d-byte-field", n), fmt.Sprintf("a %d-byte target: its length takes %d byte(s) of uvarint", n, n/128+1), macKey, b, []byte("v"), 300_000)
+	}
 
 	// Binding bytes as given.
 	notUTF8 := tool

@@ -372,6 +372,10 @@ func modelBinding(t *testing.T, v vector, mut string) []byte {
 		switch mut {
 		case "one-byte-lengths":
 			return append(b, byte(n))
+		case "varint-threshold-256":
+			if n < 256 {
+				return append(b, byte(n))
+			}
 		case "varint-high-group-first":
 			var groups []byte
 			for groups = []byte{byte(n & 0x7f)}; n >= 0x80; groups = append(groups, byte(n&0x7f)|0x80) {
@@ -506,6 +510,6 @@ var tokenMutations = []string{
 	// Readings no vector caught before the vectors for issue 25.
 	"policy-ignored", "policy-server-wins", "policy-larger-wins", "policy-overrides-server",
 	"policy-default-as-server-value", "default-ttl-uncapped", "policy-skew-zero-as-default",
-	"server-zero-skew-as-unset", "seal-retired-seals", "seal-clock-unchecked", "seal-clock-max-exclusive",
+	"server-zero-skew-as-unset", "varint-threshold-256", "seal-retired-seals", "seal-clock-unchecked", "seal-clock-max-exclusive",
 	"seal-clock-upper-only", "binding-invalid-utf8-replaced", "digest-must-be-32",
 }
