@@ -148,6 +148,7 @@ func TestOptionsValidated(t *testing.T) {
 		"max length 70":    {MaxTokenLen: 70},
 		"negative length":  {MaxTokenLen: -1},
 		"skew over 600s":   {Skew: MaxSkew + time.Second},
+		"default over 1h":  {DefaultTTL: 2 * time.Hour},
 		"default under 1s": {DefaultTTL: time.Millisecond},
 	} {
 		if _, err := New(ring, o); err == nil {
