@@ -29,7 +29,18 @@ var transportParams = []string{"endpoint", "insecure"}
 // the URL) without repeating it, and a URL that does not parse or has no
 // scheme. It does not ask a backend: a URL with an unknown scheme has an
 // identity too.
+//
+// It refuses a URL that is not plain (docs/KEYSET-FORMAT.md, "KEK URLs and
+// identity"): one whose identity other languages' URL libraries would
+// spell otherwise than net/url, so that every implementation computes the
+// same identity from the same configuration.
 func Identity(rawURL string) (string, error) {
+	if redact.LooksLikeKey(rawURL) {
+		return "", redact.ErrKeyValue
+	}
+	if err := plain(rawURL); err != nil {
+		return "", err
+	}
 	// One pass can leave what a second pass would change (a fragment
 	// removed from "A: #" leaves "a: ", whose space the next pass trims):
 	// the identity is the fixpoint, so that it is the identity of itself.
@@ -73,3 +84,42 @@ func identity(rawURL string) (string, error) {
 	u.RawQuery, u.ForceQuery = q.Encode(), false
 	return u.String(), nil
 }
+
+// plain reports whether raw is a plain KEK URL: a lower-case scheme; only
+// printable ASCII, no space; no fragment; before the query only
+// A-Z a-z 0-9 and - . _ ~ / : $ & + , ; = (so no user information, no
+// percent-escape and nothing net/url would escape again); in the query no
+// ';' and only well-formed percent-escapes.
+func plain(raw string) error {
+	// The URL is not repeated: a query may hold credentials that
+	// redact.URL does not recognise (an endpoint's user information).
+	bad := func(why string) error {
+		return fmt.Errorf("backends: a KEK URL is not plain (docs/KEYSET-FORMAT.md, \"KEK URLs and identity\"): %s", why)
+	}
+	scheme, _, ok := strings.Cut(raw, ":")
+	if !ok || scheme == "" || scheme[0] < 'a' || scheme[0] > 'z' {
+		return bad("it does not start with a lower-case scheme and ':'")
+	}
+	for _, c := range []byte(scheme) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return bad("the scheme has a character other than a-z 0-9 + - .")
+		}
+	}
+	base, query, _ := strings.Cut(raw, "?")
+	for _, c := range []byte(base) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/:$&+,;=", c) >= 0) {
+			return bad("before its query it has a character other than A-Z a-z 0-9 - . _ ~ / : $ & + , ; =")
+		}
+	}
+	for i := 0; i < len(query); i++ {
+		switch c := query[i]; {
+		case c <= ' ' || c >= 0x7f || c == '#' || c == ';':
+			return bad("its query has a space, a control or non-ASCII character, '#' or ';'")
+		case c == '%' && (i+2 >= len(query) || !ishex(query[i+1]) || !ishex(query[i+2])):
+			return bad("its query has a '%' not followed by two hex digits")
+		}
+	}
+	return nil
+}
+
+func ishex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }

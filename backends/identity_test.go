@@ -24,10 +24,22 @@ func TestIdentity(t *testing.T) {
 		"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k?insecure=1&endpoint=127.0.0.1:9999": "gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k",
 		"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k":                                    "gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k",
 		// vault: the server comes from VAULT_ADDR; credentials never stay.
-		"vault://transit/keys/stateseal":                   "vault://transit/keys/stateseal",
-		"vault://user:hunter2@transit/keys/stateseal#frag": "vault://transit/keys/stateseal",
+		"vault://transit/keys/stateseal": "vault://transit/keys/stateseal",
 		// Sorted query, whatever order it came in; unknown schemes too.
 		"other://k?z=1&a=2&endpoint=x": "other://k?a=2&z=1",
+		// The query's rules, as docs/KEYSET-FORMAT.md spells them: empty
+		// pieces skipped, split at the first '=', decoded then escaped
+		// again in upper-case hex, a space as '+', sorted by name (one
+		// name's values in their order), a bare or emptied '?' dropped.
+		"x://k?b=1&&a=2&":                 "x://k?a=2&b=1",
+		"x://k?a=b=c":                     "x://k?a=b%3Dc",
+		"x://k?":                          "x://k",
+		"x://k?endpoint=e":                "x://k",
+		"x://k?r=eu%2dwest%2D1&s=%c3%a9":  "x://k?r=eu-west-1&s=%C3%A9",
+		"x://k?a=x+y&b=x%20y&c=%2B":       "x://k?a=x+y&b=x+y&c=%2B",
+		"x://k?z=1&a=2&a=1":               "x://k?a=2&a=1&z=1",
+		"x://k?flag&=v":                   "x://k?=v&flag=",
+		"awskms:///arn:aws:kms:r:1:key/k": "awskms:///arn:aws:kms:r:1:key/k",
 	} {
 		got, err := Identity(in)
 		if err != nil || got != want {
@@ -44,7 +56,11 @@ func TestIdentity(t *testing.T) {
 	key := NewLocalKey()
 	secret := key[strings.Index(key, ":")+1:]
 	for _, bad := range []string{key, "local:" + key, "local:" + secret, "local://env/" + key, "vault://transit/keys/k?x=" + key,
-		"%zz", "no-scheme/path", ""} {
+		"%zz", "no-scheme/path", "",
+		// Not plain: what other URL libraries would spell otherwise.
+		"vault://user:hunter2@transit/keys/stateseal", "vault://transit/keys/stateseal#frag", "AWSKMS://alias/k",
+		" local:stateseal.kek", "local:stateseal.kek\n", "local:st%61teseal.kek", "vault://transit/keys/a!b",
+		"local:café.kek", "x://k?a=1;b=2", "x://k?a=%zz", "x://k?a=%4", "x://k?a=b c"} {
 		got, err := Identity(bad)
 		if err == nil {
 			t.Errorf("Identity(%q) = %q, want an error", bad, got)

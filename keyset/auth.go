@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
@@ -48,8 +49,19 @@ func (ks *Keyset) Authenticate(ctx context.Context, kek backends.KEK) error {
 		return fmt.Errorf("keyset: keyset %s: wrapping the authentication key: %w", ks.ID, err)
 	}
 	ks.Auth = Auth{Wrapped: w}
+	ks.keepRetired()
 	ks.Auth.Tag = ks.tag(keysetjson.Format, key)
 	return nil
+}
+
+// keepRetired adds every key listed as retired to RetiredKeys.
+func (ks *Keyset) keepRetired() {
+	for _, k := range ks.Keys {
+		if k.State == keyring.Retired && !ks.retired(k.ID) {
+			ks.RetiredKeys = append(ks.RetiredKeys, k.ID)
+			slices.Sort(ks.RetiredKeys)
+		}
+	}
 }
 
 // Verify checks ks.Auth under kek. It fails with ErrUnauthenticated when
@@ -81,6 +93,12 @@ func (ks *Keyset) unwrapAuth(ctx context.Context, format string, kek backends.KE
 }
 
 func (ks *Keyset) verifyWith(format string, key []byte) error {
+	// An empty key is refused though HMAC takes one: no writer makes it,
+	// and WebCrypto's HMAC import refuses it, so a TypeScript reader could
+	// not say the same of the document (docs/KEYSET-FORMAT.md).
+	if len(key) == 0 {
+		return fmt.Errorf("%w: keyset %s: the authentication key is empty", ErrUnauthenticated, ks.ID)
+	}
 	if !hmac.Equal(ks.tag(format, key), ks.Auth.Tag) {
 		return fmt.Errorf("%w: keyset %s: its contents were changed without the KEK", ErrUnauthenticated, ks.ID)
 	}
@@ -90,7 +108,8 @@ func (ks *Keyset) verifyWith(format string, key []byte) error {
 // tag is HMAC-SHA256 over an unambiguous encoding of everything in the
 // keyset but the tag itself: each field length-prefixed, times in Unix
 // seconds, durations in nanoseconds (whole seconds, by Validate). Format 3
-// adds the freshness window and the expiry (0 when off) after the policy.
+// adds the freshness window and the expiry (0 when off) after the policy;
+// format 4 the history and the retired key ids after those.
 func (ks *Keyset) tag(format string, key []byte) []byte {
 	b := appendField(nil, []byte(format+" auth"))
 	b = appendField(b, []byte(ks.ID))
@@ -106,6 +125,17 @@ func (ks *Keyset) tag(format string, key []byte) []byte {
 			exp = ks.Expires.Unix()
 		}
 		b = binary.BigEndian.AppendUint64(b, uint64(exp))
+	}
+	if format == keysetjson.Format {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(ks.History)))
+		for _, h := range ks.History {
+			b = binary.BigEndian.AppendUint64(b, h.Version)
+			b = appendField(b, h.Tag)
+		}
+		b = binary.BigEndian.AppendUint32(b, uint32(len(ks.RetiredKeys)))
+		for _, id := range ks.RetiredKeys {
+			b = binary.BigEndian.AppendUint32(b, id)
+		}
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ks.Keys)))
 	for _, k := range ks.Keys {
@@ -127,19 +157,25 @@ func appendField(b, f []byte) []byte {
 	return append(b, f...)
 }
 
-// Upgrade reads a keyset document in format version 2, checks its
+// Upgrade reads a keyset document in format version 2 or 3, checks its
 // authentication under kek (the KEK at kekURL, which the caller trusts: a
 // version-2 document names its KEK with its transport settings, and must
-// name kekURL exactly or its identity), and returns it as a version-3
-// keyset at the next version, with the default freshness window from now,
-// authenticated under kek. The wrapped data keys are unchanged.
+// name kekURL exactly or its identity), and returns it as a version-4
+// keyset at the next version, authenticated under kek: its history links
+// to the old document, and every key it lists as retired is recorded as
+// retired for good. The wrapped data keys are unchanged. The old
+// document's expiry is kept (a version-2 document gets the default window
+// from now): the upgrade is an edit, and says nothing about whether the
+// old document is the newest. The caller checks the result's freshness
+// as for any edit.
 func Upgrade(ctx context.Context, data []byte, kek backends.KEK, kekURL string, now time.Time) (*Keyset, error) {
-	d, err := keysetjson.ParseV2(data)
+	d, err := keysetjson.ParseOld(data)
 	if err != nil {
 		return nil, fmt.Errorf("keyset: %w", err)
 	}
+	format := d.Format
 	d.Format = keysetjson.Format
-	ks, err := fromDoc(d)
+	old, err := fromDocLax(d)
 	if err != nil {
 		return nil, err
 	}
@@ -147,15 +183,19 @@ func Upgrade(ctx context.Context, data []byte, kek backends.KEK, kekURL string, 
 	if err != nil {
 		return nil, fmt.Errorf("keyset: %w", err)
 	}
-	if ks.KEK != kekURL && ks.KEK != id {
-		return nil, fmt.Errorf("%w: keyset %s names %s, not %s", ErrUntrustedKEK, ks.ID, redact.URL(ks.KEK), redact.URL(kekURL))
+	if old.KEK != kekURL && old.KEK != id {
+		return nil, fmt.Errorf("%w: keyset %s names %s, not %s", ErrUntrustedKEK, old.ID, redact.URL(old.KEK), redact.URL(kekURL))
 	}
-	if err := ks.verify(ctx, keysetjson.FormatV2, kek); err != nil {
+	if err := old.verify(ctx, format, kek); err != nil {
 		return nil, err
 	}
-	ks.KEK, ks.Version = id, ks.Version+1
-	ks.Policy.Freshness = keyring.DefaultPolicy().Freshness
-	ks.Refresh(now)
+	ks := old.Clone()
+	ks.KEK = id
+	ks.Follow(old)
+	if format == keysetjson.FormatV2 {
+		ks.Policy.Freshness = keyring.DefaultPolicy().Freshness
+		ks.Refresh(now)
+	}
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		return nil, err
 	}

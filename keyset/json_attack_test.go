@@ -44,7 +44,7 @@ func TestAttackJSONDifferentials(t *testing.T) {
 		"kelvin sign k in keys":          r(`"keys":`, `"\u212Aeys":`),
 		"long s in state":                r(st, `"\u017Ftate": "active"`),
 		"escaped value":                  r(st, `"state": "\u0061ctive"`),
-		"escaped format":                 r(`"stateseal-keyset-v3"`, `"stateseal-keyset-\u0076\u0033"`),
+		"escaped format":                 r(`"stateseal-keyset-v4"`, `"stateseal-keyset-\u0076\u0034"`),
 		"escaped slash in kek":           r(`"local:stateseal.kek"`, `"local:stateseal.kek\/"`),
 		"version 2.0":                    r(`"version": 2,`, `"version": 2.0,`),
 		"version 2e0":                    r(`"version": 2,`, `"version": 2e0,`),

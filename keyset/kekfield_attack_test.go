@@ -203,7 +203,8 @@ func TestAttackSymlinkedKeyset(t *testing.T) {
 		t.Fatal(err)
 	}
 	akek, _ := backends.Open(ctx, "local:stateseal.kek", &backends.OpenOptions{Dir: adir})
-	ks := &keyset.Keyset{ID: f.ks.ID, Version: 99, KEK: "local:stateseal.kek", Policy: keyring.DefaultPolicy()}
+	ks := &keyset.Keyset{ID: f.ks.ID, Version: 99, KEK: "local:stateseal.kek", Policy: keyring.DefaultPolicy(),
+		History: []keyset.Link{{Version: 98, Tag: make([]byte, 32)}}}
 	k, _ := keyring.NewKey(keyring.AEAD, t0, t0, nil)
 	sk, _ := ks.Wrap(ctx, akek, k)
 	ks.Keys = []keyset.StoredKey{sk}

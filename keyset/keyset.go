@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
@@ -34,8 +35,25 @@ type Keyset struct {
 	Expires time.Time
 	Policy  keyring.Policy
 	Keys    []StoredKey
+	// History links this version to the ones it was edited from, newest
+	// first (at most keysetjson.MaxHistory): a loader installs a new
+	// version only if it names the version installed, so a document from
+	// another branch is a fork at any version. Follow sets it.
+	History []Link
+	// RetiredKeys are the ids of every key ever retired in this keyset,
+	// ascending: those still listed (as retired) and those pruned. A key
+	// id in it never opens again, nor is it drawn again. Follow keeps it.
+	RetiredKeys []uint32
 	// Auth authenticates everything above under the KEK; see Authenticate.
 	Auth Auth
+}
+
+// A Link names an earlier version of a keyset by its version and tag
+// (Auth.Tag), which identifies its content: nobody without the KEK can
+// make another document with that tag.
+type Link struct {
+	Version uint64
+	Tag     []byte
 }
 
 // A StoredKey is a key as a keyset holds it: its data key wrapped.
@@ -74,6 +92,19 @@ func Parse(data []byte) (*Keyset, error) {
 }
 
 func fromDoc(d *keysetjson.Doc) (*Keyset, error) {
+	ks, err := fromDocLax(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := ks.validateHistory(); err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
+
+// fromDocLax is fromDoc without the checks of History and RetiredKeys,
+// which a document in an older format, read to upgrade it, lacks.
+func fromDocLax(d *keysetjson.Doc) (*Keyset, error) {
 	ks := &Keyset{
 		ID: d.ID, Version: d.Version, KEK: d.KEK,
 		Policy: keyring.Policy{
@@ -96,6 +127,20 @@ func fromDoc(d *keysetjson.Doc) (*Keyset, error) {
 	if ks.Auth.Tag, err = keysetjson.ParseWrapped(d.Auth.Tag); err != nil || len(ks.Auth.Tag) != 32 {
 		return nil, fmt.Errorf("keyset: keyset %s: auth: the tag is not 32 bytes of unpadded base64url", d.ID)
 	}
+	for _, h := range d.History {
+		tag, err := keysetjson.ParseWrapped(h.Tag)
+		if err != nil || len(tag) != 32 {
+			return nil, fmt.Errorf("keyset: keyset %s: history: version %d: the tag is not 32 bytes of unpadded base64url", d.ID, h.Version)
+		}
+		ks.History = append(ks.History, Link{Version: h.Version, Tag: tag})
+	}
+	for _, r := range d.RetiredKeys {
+		id, err := keysetjson.ParseKeyID(r)
+		if err != nil {
+			return nil, fmt.Errorf("keyset: keyset %s: retired_keys: %w", d.ID, err)
+		}
+		ks.RetiredKeys = append(ks.RetiredKeys, id)
+	}
 	for _, k := range d.Keys {
 		sk, err := parseStoredKey(k)
 		if err != nil {
@@ -103,7 +148,7 @@ func fromDoc(d *keysetjson.Doc) (*Keyset, error) {
 		}
 		ks.Keys = append(ks.Keys, sk)
 	}
-	if err := ks.Validate(); err != nil {
+	if err := ks.validate(); err != nil {
 		return nil, err
 	}
 	return ks, nil
@@ -148,8 +193,16 @@ func parseStoredKey(k keysetjson.Key) (StoredKey, error) {
 
 // Validate checks the keyset: an id and a KEK URL, a valid policy, unique
 // non-zero key ids, known algorithms and states, sane times, and at least
-// one active key.
+// one active key, and History and RetiredKeys as docs/KEYSET-FORMAT.md
+// specifies them.
 func (ks *Keyset) Validate() error {
+	if err := ks.validate(); err != nil {
+		return err
+	}
+	return ks.validateHistory()
+}
+
+func (ks *Keyset) validate() error {
 	if ks.ID == "" {
 		return errors.New("keyset: keyset has no id")
 	}
@@ -201,6 +254,82 @@ func (ks *Keyset) Validate() error {
 	return nil
 }
 
+// validateHistory checks History and RetiredKeys: links to lower
+// versions, newest first, one at least from version 2 on, at most
+// keysetjson.MaxHistory; retired ids ascending, each listed key among
+// them retired, and every retired key among them.
+func (ks *Keyset) validateHistory() error {
+	switch {
+	case ks.Version == 1 && len(ks.History) != 0:
+		return fmt.Errorf("keyset: keyset %s: version 1 has no history", ks.ID)
+	case ks.Version > 1 && len(ks.History) == 0:
+		return fmt.Errorf("keyset: keyset %s: version %d names no version it follows (history)", ks.ID, ks.Version)
+	case len(ks.History) > keysetjson.MaxHistory:
+		return fmt.Errorf("keyset: keyset %s: history has %d links, over %d", ks.ID, len(ks.History), keysetjson.MaxHistory)
+	}
+	below := ks.Version
+	for _, h := range ks.History {
+		if h.Version >= below || h.Version == 0 {
+			return fmt.Errorf("keyset: keyset %s: history: version %d does not come before %d", ks.ID, h.Version, below)
+		}
+		if len(h.Tag) != 32 {
+			return fmt.Errorf("keyset: keyset %s: history: version %d: the tag is not 32 bytes", ks.ID, h.Version)
+		}
+		below = h.Version
+	}
+	for i, id := range ks.RetiredKeys {
+		if id == 0 || i > 0 && id <= ks.RetiredKeys[i-1] {
+			return fmt.Errorf("keyset: keyset %s: retired_keys are not distinct non-zero ids in ascending order", ks.ID)
+		}
+	}
+	for _, k := range ks.Keys {
+		if (k.State == keyring.Retired) != ks.retired(k.ID) {
+			return fmt.Errorf("keyset: keyset %s: key %s is %s, and retired_keys %s it", ks.ID, keyring.FormatID(k.ID), k.State,
+				map[bool]string{true: "lists", false: "does not list"}[ks.retired(k.ID)])
+		}
+	}
+	return nil
+}
+
+// retired reports whether id is among ks.RetiredKeys.
+func (ks *Keyset) retired(id uint32) bool {
+	_, found := slices.BinarySearch(ks.RetiredKeys, id)
+	return found
+}
+
+// Follow makes ks, an edit of prev, the version after it: Version one
+// more, History linking to prev, and RetiredKeys holding prev's and
+// every key retired in ks. Every editor calls it before Authenticate.
+func (ks *Keyset) Follow(prev *Keyset) {
+	ks.Version = prev.Version + 1
+	ks.History = append([]Link{{prev.Version, bytes.Clone(prev.Auth.Tag)}}, prev.History...)
+	if len(ks.History) > keysetjson.MaxHistory {
+		ks.History = ks.History[:keysetjson.MaxHistory]
+	}
+	retired := slices.Clone(prev.RetiredKeys)
+	for _, k := range ks.Keys {
+		if k.State == keyring.Retired {
+			retired = append(retired, k.ID)
+		}
+	}
+	slices.Sort(retired)
+	ks.RetiredKeys = slices.Compact(retired)
+}
+
+// Extends reports whether ks is prev or descends from it: the same tag
+// at the same version, or a link to prev's version with prev's tag.
+func (ks *Keyset) Extends(version uint64, tag []byte) bool {
+	if ks.Version == version {
+		return bytes.Equal(ks.Auth.Tag, tag)
+	}
+	for _, h := range ks.History {
+		if h.Version == version {
+			return bytes.Equal(h.Tag, tag)
+		}
+	}
+	return false
+}
+
 // wholeUTC reports a time the document can hold exactly: zero, or UTC in
 // whole seconds from 1970 on. A fraction or another zone would be lost in
 // the document or read differently by another implementation.
@@ -226,6 +355,11 @@ func (ks *Keyset) Marshal() ([]byte, error) {
 	if len(ks.Auth.Wrapped) == 0 || len(ks.Auth.Tag) == 0 {
 		return nil, fmt.Errorf("keyset: keyset %s is not authenticated; call Authenticate before writing it", ks.ID)
 	}
+	return keysetjson.Marshal(ks.doc())
+}
+
+// doc is the keyset as its document, unchecked.
+func (ks *Keyset) doc() *keysetjson.Doc {
 	d := &keysetjson.Doc{
 		Format: keysetjson.Format, ID: ks.ID, Version: ks.Version, KEK: ks.KEK,
 		Policy: keysetjson.Policy{
@@ -241,19 +375,30 @@ func (ks *Keyset) Marshal() ([]byte, error) {
 	if !ks.Expires.IsZero() {
 		d.Expires = keysetjson.FormatTime(ks.Expires)
 	}
+	for _, h := range ks.History {
+		d.History = append(d.History, keysetjson.Link{Version: h.Version, Tag: keysetjson.FormatWrapped(h.Tag)})
+	}
+	for _, id := range ks.RetiredKeys {
+		d.RetiredKeys = append(d.RetiredKeys, keyring.FormatID(id))
+	}
 	for _, k := range ks.Keys {
 		d.Keys = append(d.Keys, keysetjson.Key{
 			ID: keyring.FormatID(k.ID), Algorithm: k.Algorithm.String(), State: k.State.String(),
 			Created: keysetjson.FormatTime(k.Created), Activation: keysetjson.FormatTime(k.Activation), Wrapped: keysetjson.FormatWrapped(k.Wrapped),
 		})
 	}
-	return keysetjson.Marshal(d)
+	return d
 }
 
 // Clone returns a deep copy, for editing.
 func (ks *Keyset) Clone() *Keyset {
 	c := *ks
 	c.Auth = Auth{Wrapped: bytes.Clone(ks.Auth.Wrapped), Tag: bytes.Clone(ks.Auth.Tag)}
+	c.History = make([]Link, len(ks.History))
+	for i, h := range ks.History {
+		c.History[i] = Link{h.Version, bytes.Clone(h.Tag)}
+	}
+	c.RetiredKeys = slices.Clone(ks.RetiredKeys)
 	c.Keys = make([]StoredKey, len(ks.Keys))
 	for i, k := range ks.Keys {
 		k.Wrapped = append([]byte(nil), k.Wrapped...)
@@ -321,12 +466,16 @@ func (ks *Keyset) UnwrapKey(ctx context.Context, kek backends.KEK, sk StoredKey)
 	return k, nil
 }
 
-// IDs returns the stored keys as Keys that carry only their ids, for
-// keyring.NewKey to draw an id none of them has.
+// ids returns the stored keys, and the keys retired and pruned, as Keys
+// that carry only their ids, for keyring.NewKey to draw an id none of
+// them has: a retired id is never drawn again.
 func (ks *Keyset) ids() []keyring.Key {
-	out := make([]keyring.Key, len(ks.Keys))
-	for i, k := range ks.Keys {
-		out[i] = keyring.Key{ID: k.ID}
+	out := make([]keyring.Key, 0, len(ks.Keys)+len(ks.RetiredKeys))
+	for _, k := range ks.Keys {
+		out = append(out, keyring.Key{ID: k.ID})
+	}
+	for _, id := range ks.RetiredKeys {
+		out = append(out, keyring.Key{ID: id})
 	}
 	return out
 }

@@ -99,9 +99,9 @@ func TestParseKeysetRejects(t *testing.T) {
 	edits := map[string]func(string) string{
 		"unknown field":     func(s string) string { return strings.Replace(s, `"version"`, `"colour": 1, "version"`, 1) },
 		"unknown key field": func(s string) string { return strings.Replace(s, `"state"`, `"note": "x", "state"`, 1) },
-		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v3", "stateseal-keyset-v4", 1) },
-		"previous format":   func(s string) string { return strings.Replace(s, "stateseal-keyset-v3", "stateseal-keyset-v2", 1) },
-		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v3",`, "", 1) },
+		"future format":     func(s string) string { return strings.Replace(s, "stateseal-keyset-v4", "stateseal-keyset-v5", 1) },
+		"previous format":   func(s string) string { return strings.Replace(s, "stateseal-keyset-v4", "stateseal-keyset-v3", 1) },
+		"no format":         func(s string) string { return strings.Replace(s, `"format": "stateseal-keyset-v4",`, "", 1) },
 		"sub-second time":   func(s string) string { return strings.Replace(s, `:00Z"`, `:00.5Z"`, 1) },
 		"zero fraction":     func(s string) string { return strings.Replace(s, `:00Z"`, `:00.000Z"`, 1) },
 		"offset time":       func(s string) string { return strings.Replace(s, `:00Z"`, `:00+00:00"`, 1) },
@@ -180,7 +180,8 @@ func TestWrappedKeyMoved(t *testing.T) {
 func TestWriteCompareAndSwap(t *testing.T) {
 	path, ks, _ := newKeysetFile(t, 1)
 	a, b := ks.Clone(), ks.Clone()
-	a.Version, b.Version = 2, 2
+	a.Follow(ks)
+	b.Follow(ks)
 	a.Policy.Skew = time.Minute
 	if err := WriteFile(ctx, path, a); err != nil {
 		t.Fatal(err)

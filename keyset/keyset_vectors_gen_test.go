@@ -109,6 +109,10 @@ func (g *kvGen) keyset(label string, version uint64, kekName string, p keyring.P
 	if !strings.HasPrefix(kekName, "local:") {
 		b.wrapKEK = kvMainKEK
 	}
+	if version > 1 {
+		// The version it follows, by a tag derived from the label.
+		b.ks.History = []Link{{version - 1, kvDerive("previous tag "+label, 32)}}
+	}
 	for _, s := range keys {
 		g.addKey(b, s)
 	}
@@ -146,6 +150,7 @@ func (g *kvGen) authenticateWith(b *kvBuild, key []byte) {
 		g.fatalf("%v", err)
 	}
 	b.ks.Auth = Auth{Wrapped: w}
+	b.ks.keepRetired()
 	b.ks.Auth.Tag = b.ks.tag(keysetjson.Format, key)
 	b.authKey = key
 	if !hmac.Equal(kvHMAC(key, kvTagInput(b.ks)), b.ks.Auth.Tag) {
@@ -181,12 +186,25 @@ func (g *kvGen) doc(b *kvBuild) []byte {
 	return d
 }
 
+// raw marshals the keyset as it stands, unchecked, after edit changes
+// its document: for documents no writer makes.
+func (g *kvGen) raw(b *kvBuild, edit func(*keysetjson.Doc)) []byte {
+	g.t.Helper()
+	d := b.ks.doc()
+	edit(d)
+	out, err := keysetjson.Marshal(d)
+	if err != nil {
+		g.fatalf("%v", err)
+	}
+	return out
+}
+
 // kvTagInput is the tag's input as docs/KEYSET-FORMAT.md spells it,
 // written again here so that the vectors can show it.
 func kvTagInput(ks *Keyset) []byte {
 	field := func(b, f []byte) []byte { return append(binary.BigEndian.AppendUint32(b, uint32(len(f))), f...) }
 	u64 := binary.BigEndian.AppendUint64
-	b := field(nil, []byte("stateseal-keyset-v3 auth"))
+	b := field(nil, []byte("stateseal-keyset-v4 auth"))
 	b = field(b, []byte(ks.ID))
 	b = u64(b, ks.Version)
 	b = field(b, []byte(ks.KEK))
@@ -199,6 +217,14 @@ func kvTagInput(ks *Keyset) []byte {
 		exp = uint64(ks.Expires.Unix())
 	}
 	b = u64(b, exp)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ks.History)))
+	for _, h := range ks.History {
+		b = field(u64(b, h.Version), h.Tag)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ks.RetiredKeys)))
+	for _, id := range ks.RetiredKeys {
+		b = binary.BigEndian.AppendUint32(b, id)
+	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ks.Keys)))
 	for _, k := range ks.Keys {
 		b = binary.BigEndian.AppendUint32(b, k.ID)
@@ -328,7 +354,7 @@ func (g *kvGen) compactReordered(doc []byte) []byte {
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, name := range []string{"auth", "keys", "policy", "expires", "kek", "version", "id", "format"} {
+	for i, name := range []string{"auth", "retired_keys", "keys", "policy", "history", "expires", "kek", "version", "id", "format"} {
 		raw, ok := m[name]
 		if !ok {
 			continue
@@ -354,6 +380,7 @@ const (
 	kvPending     = 0x1a2b3c4d // mac, active, activates 5 minutes after now
 	kvSingle      = 0x5e1f0c3a // the one key of the single keysets
 	kvNext        = 0xc4e0f9d7 // added by the fleet keyset's next version
+	kvPruned      = 0x0c0ffee5 // retired and pruned before the fleet keyset's version 7
 )
 
 func writeKeysetVectors(t *testing.T) {
@@ -378,14 +405,16 @@ func writeKeysetVectors(t *testing.T) {
 
 	// Keysets that load.
 	fleet := g.keyset("fleet", 7, kvMainKEK, def, -kvDay, fleetKeys...)
-	g.ok("valid-rotation", "a keyset mid-rotation: a retired AEAD key (never unwrapped), a decrypt-only MAC key, the primary AEAD key and a MAC key that activates in 5 minutes; keys listed out of id order; freshness window on",
+	fleet.ks.RetiredKeys = []uint32{kvPruned}
+	g.authenticate(fleet, "auth fleet")
+	g.ok("valid-rotation", "a keyset mid-rotation: a retired AEAD key (never unwrapped), a decrypt-only MAC key, the primary AEAD key and a MAC key that activates in 5 minutes; keys listed out of id order; a pruned key in retired_keys beside the retired one; freshness window on",
 		fleet, cfg)
 	s := g.keyset("single", 1, kvMainKEK, def, -time.Hour, single)
 	g.ok("valid-single-aead", "one AEAD key, the default policy, written an hour ago: expires in 7 days less an hour", s, cfg)
 	mac := g.keyset("mac no window", 3, kvMainKEK, noWindow, -time.Hour, kvSpec{0x9c0ffee1, keyring.MAC, keyring.Active, -time.Hour, -time.Hour, nil})
 	g.ok("valid-no-freshness", "one MAC key, freshness 0: no expires member; the tag carries 0 for both the window and the expiry", mac, cfg)
 	next := fleet.clone()
-	next.ks.Version = 8
+	next.ks.Follow(fleet.ks)
 	g.addKey(next, kvSpec{kvNext, keyring.AEAD, keyring.Active, -time.Hour, 9 * time.Minute, nil})
 	next.ks.Refresh(kvNow.Add(-time.Hour))
 	g.authenticate(next, "auth fleet 8")
@@ -429,7 +458,7 @@ func writeKeysetVectors(t *testing.T) {
 		},
 		func(d []byte) []byte { return g.edit(d, "", `"policy"`, `"expires": null,`+"\n  "+`"policy"`) })
 	g.ok("valid-escaped-strings", "strings and member names written with JSON escapes (\\u002d, \\u0061, \\u002e) are their unescaped values", s, cfg,
-		func(d []byte) []byte { return g.edit(d, "", `"stateseal-keyset-v3"`, `"stateseal\u002dkeyset-v3"`) },
+		func(d []byte) []byte { return g.edit(d, "", `"stateseal-keyset-v4"`, `"stateseal\u002dkeyset-v4"`) },
 		func(d []byte) []byte { return g.edit(d, "", `"state": "active"`, `"st\u0061te": "\u0061ctive"`) },
 		func(d []byte) []byte { return g.edit(d, "", `"local:stateseal.kek"`, `"local:stateseal\u002ekek"`) })
 	g.ok("valid-compact-reordered", "no insignificant whitespace, members in another order: neither matters", s, cfg, g.compactReordered)
@@ -459,7 +488,8 @@ func writeKeysetVectors(t *testing.T) {
 	tamperedSkew := fleet.clone()
 	tamperedSkew.ks.Policy.Skew = 10 * time.Minute
 	fd7 := string(g.doc(fleet))
-	ti := strings.Index(fd7, `"tag": "`) + len(`"tag": "`)
+	ti := strings.Index(fd7, `"auth"`)
+	ti += strings.Index(fd7[ti:], `"tag": "`) + len(`"tag": "`)
 	flip := byte('A')
 	if fd7[ti] == 'A' {
 		flip = 'B'
@@ -467,6 +497,25 @@ func writeKeysetVectors(t *testing.T) {
 	g.refuse("fork-tampered-tag", "unauthenticated", "the installed version 7 with one character of its tag changed: not authentic, so not a fork, however its bytes or tag differ",
 		[]byte(fd7[:ti]+string(flip)+fd7[ti+1:]), after("valid-rotation"))
 	g.refuse("fork-tampered", "unauthenticated", "the installed version 7 with its skew changed and no new tag: a document that does not authenticate is never a fork", g.doc(tamperedSkew), after("valid-rotation"))
+	v9 := next.clone()
+	v9.ks.Follow(next.ks)
+	v9.ks.Refresh(kvNow.Add(-30 * time.Minute))
+	g.authenticate(v9, "auth fleet 9")
+	g.ok("reload-two-versions-later", "a loader that installed version 7 reads version 9, whose history links to version 8 and to version 7 as installed", v9, after("valid-rotation"))
+	fork8 := forked.clone()
+	fork8.ks.Follow(forked.ks)
+	g.authenticate(fork8, "auth fleet fork 8")
+	g.refuse("fork-higher-version", "fork", "a loader that installed version 7 reads version 8 edited from another version 7: authentic, higher, and its link to version 7 names another tag", g.doc(fork8), after("valid-rotation"))
+	short9 := v9.clone()
+	short9.ks.History = short9.ks.History[:1]
+	g.authenticate(short9, "auth fleet 9 short history")
+	g.refuse("fork-beyond-history", "fork", "a loader that installed version 7 reads version 9 whose history names version 8 alone: it cannot tell that it descends from version 7", g.doc(short9), after("valid-rotation"))
+	revived := fleet.clone()
+	revived.ks.Follow(fleet.ks)
+	revived.key(kvRetired).State = keyring.DecryptOnly
+	revived.ks.RetiredKeys = []uint32{kvPruned}
+	g.authenticate(revived, "auth fleet revived")
+	g.refuse("retired-key-revived", "rollback", "a loader that installed version 7 reads version 8, descending from it, authentic, in which the key retired in version 7 is decrypt-only again (written by someone holding the KEK)", g.doc(revived), after("valid-rotation"))
 	g.refuse("other-keyset-after-first", "other_keyset", "a loader that installed the fleet keyset reads another keyset, authentic under the same KEK: the first id loaded is pinned", g.doc(s), after("valid-rotation"))
 
 	// Documents that do not parse or validate.
@@ -474,20 +523,21 @@ func writeKeysetVectors(t *testing.T) {
 	fd := g.doc(fleet)
 	nd := g.doc(mac)
 	malformed := func(name, comment string, doc []byte) { g.t.Helper(); g.refuse(name, "malformed", comment, doc, cfg) }
-	malformed("format-v2", "format stateseal-keyset-v2: read only by an upgrade, never loaded", g.edit(sd, "", "stateseal-keyset-v3", "stateseal-keyset-v2"))
-	malformed("format-v1", "format stateseal-keyset-v1", g.edit(sd, "", "stateseal-keyset-v3", "stateseal-keyset-v1"))
-	malformed("format-future", "format stateseal-keyset-v4", g.edit(sd, "", "stateseal-keyset-v3", "stateseal-keyset-v4"))
-	malformed("format-absent", "no format member", g.edit(sd, "", `"format": "stateseal-keyset-v3",`, ""))
+	malformed("format-v3", "format stateseal-keyset-v3: read only by an upgrade, never loaded", g.edit(sd, "", "stateseal-keyset-v4", "stateseal-keyset-v3"))
+	malformed("format-v2", "format stateseal-keyset-v2: read only by an upgrade, never loaded", g.edit(sd, "", "stateseal-keyset-v4", "stateseal-keyset-v2"))
+	malformed("format-v1", "format stateseal-keyset-v1", g.edit(sd, "", "stateseal-keyset-v4", "stateseal-keyset-v1"))
+	malformed("format-future", "format stateseal-keyset-v5", g.edit(sd, "", "stateseal-keyset-v4", "stateseal-keyset-v5"))
+	malformed("format-absent", "no format member", g.edit(sd, "", `"format": "stateseal-keyset-v4",`, ""))
 	malformed("unknown-member", "an unknown top-level member", g.edit(sd, "", `"version"`, `"comment": "x",`+"\n  "+`"version"`))
 	malformed("unknown-member-in-policy", "an unknown member in policy", g.edit(sd, "", `"max_ttl_seconds"`, `"max_ttl": 3600,`+"\n    "+`"max_ttl_seconds"`))
 	malformed("unknown-member-in-key", "an unknown member in a key", g.edit(sd, "", `"state"`, `"label": "primary",`+"\n      "+`"state"`))
 	malformed("auth-wrapped-too-long", "auth.wrapped decodes to over 2048 bytes (2,049 more than the real one), over the bound on wrapped bytes", g.edit(sd, `"auth"`, `"wrapped": "`, `"wrapped": "`+strings.Repeat("A", 2732)))
 	malformed("unknown-member-in-auth", "an unknown member in auth", g.edit(sd, "", `"tag"`, `"alg": "HS256",`+"\n    "+`"tag"`))
 	malformed("duplicate-member", "kek given twice: a reader keeping the last would see local:other.kek", g.edit(sd, "", `"policy"`, `"kek": "local:other.kek",`+"\n  "+`"policy"`))
-	malformed("duplicate-member-in-key", "the retired key's state given twice, the second active: a reader keeping the last would revive it",
-		g.edit(fd, kvID(kvRetired), `"state": "retired",`, `"state": "retired",`+"\n      "+`"state": "active",`))
-	malformed("case-variant-member", `the primary's state, and then "State": "retired": names match exactly, so "State" is unknown (encoding/json would match it to state and keep the last)`,
-		g.edit(fd, kvID(kvPrimary), `"state": "active",`, `"state": "active",`+"\n      "+`"State": "retired",`))
+	malformed("duplicate-member-in-key", "the pending key's activation given twice, the second a minute ago: a reader keeping the last would let it seal now",
+		g.edit(fd, kvID(kvPending), `"activation": "`+kvTime(5*time.Minute)+`",`, `"activation": "`+kvTime(5*time.Minute)+`",`+"\n      "+`"activation": "`+kvTime(-time.Minute)+`",`))
+	malformed("case-variant-member", `the pending key's activation, and then "Activation" a minute ago: names match exactly, so "Activation" is unknown (encoding/json would match it to activation and keep the last)`,
+		g.edit(fd, kvID(kvPending), `"activation": "`+kvTime(5*time.Minute)+`",`, `"activation": "`+kvTime(5*time.Minute)+`",`+"\n      "+`"Activation": "`+kvTime(-time.Minute)+`",`))
 	malformed("trailing-data", "a second object after the document", append(slices.Clone(sd), "{}"...))
 	malformed("not-an-object", "the document inside an array", append(append([]byte("["), sd...), ']'))
 	malformed("byte-order-mark", "a UTF-8 byte-order mark before the object", append([]byte("\ufeff"), sd...))
@@ -561,6 +611,29 @@ func writeKeysetVectors(t *testing.T) {
 	malformed("wrapped-standard-alphabet", "a base64url value written with the standard alphabet's + and /", g.edit(sd, "", std, strings.NewReplacer("-", "+", "_", "/").Replace(std)))
 	tag := base64.RawURLEncoding.EncodeToString(s.ks.Auth.Tag)
 	malformed("tag-31-bytes", "an authentication tag of 31 bytes", g.edit(sd, "", tag, base64.RawURLEncoding.EncodeToString(s.ks.Auth.Tag[:31])))
+	htag := keysetjson.FormatWrapped(kvDerive("previous tag fleet", 32))
+	malformed("history-absent", "version 7 with no history", g.raw(fleet, func(d *keysetjson.Doc) { d.History = nil }))
+	malformed("history-on-version-1", "version 1 with a history link to version 0", g.raw(s, func(d *keysetjson.Doc) { d.History = []keysetjson.Link{{Version: 0, Tag: htag}} }))
+	malformed("history-not-below", "version 7 linking to version 7", g.raw(fleet, func(d *keysetjson.Doc) { d.History[0].Version = 7 }))
+	malformed("history-not-descending", "links to versions 5 then 6: newest first", g.raw(fleet, func(d *keysetjson.Doc) {
+		d.History = []keysetjson.Link{{Version: 5, Tag: htag}, {Version: 6, Tag: htag}}
+	}))
+	malformed("history-tag-31-bytes", "a history tag of 31 bytes", g.raw(fleet, func(d *keysetjson.Doc) { d.History[0].Tag = keysetjson.FormatWrapped(kvDerive("x", 31)) }))
+	malformed("history-over-32", "33 links", g.raw(maxVersion, func(d *keysetjson.Doc) {
+		d.History = nil
+		for i := range 33 {
+			d.History = append(d.History, keysetjson.Link{Version: 1<<64 - 2 - uint64(i), Tag: htag})
+		}
+	}))
+	malformed("history-unknown-member", "a link with an unknown member", g.edit(fd, `"history"`, `"version": 6`, `"version": 6,`+"\n      "+`"at": 1`))
+	malformed("retired-keys-unsorted", "retired_keys out of ascending order", g.raw(fleet, func(d *keysetjson.Doc) { slices.Reverse(d.RetiredKeys) }))
+	malformed("retired-keys-duplicate", "an id twice in retired_keys", g.raw(fleet, func(d *keysetjson.Doc) { d.RetiredKeys = append(d.RetiredKeys, d.RetiredKeys[1]) }))
+	malformed("retired-keys-zero", "00000000 in retired_keys", g.raw(fleet, func(d *keysetjson.Doc) { d.RetiredKeys = append([]string{"00000000"}, d.RetiredKeys...) }))
+	malformed("retired-keys-upper-case", "an id in upper-case hex in retired_keys", g.raw(fleet, func(d *keysetjson.Doc) { d.RetiredKeys[1] = strings.ToUpper(d.RetiredKeys[1]) }))
+	malformed("retired-keys-lists-active", "retired_keys lists the primary, which is active", g.raw(fleet, func(d *keysetjson.Doc) {
+		d.RetiredKeys = []string{keyring.FormatID(kvPruned), keyring.FormatID(kvRetired), keyring.FormatID(kvPrimary)}
+	}))
+	malformed("retired-state-unlisted", "the retired key is not in retired_keys", g.raw(fleet, func(d *keysetjson.Doc) { d.RetiredKeys = d.RetiredKeys[:1] }))
 	malformed("auth-wrapped-empty", "an empty auth.wrapped", g.edit(sd, "", base64.RawURLEncoding.EncodeToString(s.ks.Auth.Wrapped), ""))
 
 	// Refused by the configuration, before any KMS call.
@@ -590,7 +663,7 @@ func writeKeysetVectors(t *testing.T) {
 	old := g.keyset("single", 1, kvMainKEK, def, -8*kvDay, single)
 	od := g.doc(old)
 	g.refuse("expired", "stale", "written 8 days ago with a 7-day window", od, cfg)
-	g.refuse("expired-and-tampered", "stale", "expired, and its version changed without the KEK: the expiry is judged before the authentication", g.edit(od, "", `"version": 1,`, `"version": 9,`), cfg)
+	g.refuse("expired-and-tampered", "stale", "expired, and its skew changed without the KEK: the expiry is judged before the authentication", g.edit(od, "", `"skew_seconds": 30`, `"skew_seconds": 31`), cfg)
 	otherOld := g.keyset("other", 3, kvOther, def, -8*kvDay, kvSpec{0x07e4c0de, keyring.AEAD, keyring.Active, -time.Hour, -time.Hour, nil})
 	g.refuse("untrusted-and-expired", "untrusted_kek", "an untrusted KEK and expired: the KEK is judged first", g.doc(otherOld), cfg)
 	g.refuse("untrusted-and-other-keyset", "untrusted_kek", "an untrusted KEK and another keyset id than the configured one: the KEK is judged first", g.doc(other), withCfg(cfg, func(c *kvConfig) { c.KeysetID = fleet.ks.ID }))
@@ -618,7 +691,12 @@ func writeKeysetVectors(t *testing.T) {
 	unauth("tampered-rotation-interval", "rotation interval changed to 0", tamper(func(b *kvBuild) { b.ks.Policy.RotationInterval = 0 }))
 	unauth("tampered-freshness", "freshness 7 days changed to 30 days", tamper(func(b *kvBuild) { b.ks.Policy.Freshness = 30 * kvDay }))
 	unauth("tampered-algorithm", "the primary's algorithm aead changed to mac", tamper(func(b *kvBuild) { b.key(kvPrimary).Algorithm = keyring.MAC }))
-	unauth("tampered-state-revived", "the retired key changed to decrypt-only", tamper(func(b *kvBuild) { b.key(kvRetired).State = keyring.DecryptOnly }))
+	unauth("tampered-state-revived", "the retired key changed to decrypt-only, and left out of retired_keys", tamper(func(b *kvBuild) {
+		b.key(kvRetired).State = keyring.DecryptOnly
+		b.ks.RetiredKeys = []uint32{kvPruned}
+	}))
+	unauth("tampered-history", "the history's link to version 6 names another tag", tamper(func(b *kvBuild) { b.ks.History = []Link{{6, kvDerive("another tag", 32)}} }))
+	unauth("tampered-retired-keys", "the pruned key left out of retired_keys", tamper(func(b *kvBuild) { b.ks.RetiredKeys = []uint32{kvRetired} }))
 	unauth("tampered-state-promoted", "the decrypt-only key changed to active", tamper(func(b *kvBuild) { b.key(kvDecryptOnly).State = keyring.Active }))
 	unauth("tampered-created", "the primary's created a second earlier", tamper(func(b *kvBuild) { k := b.key(kvPrimary); k.Created = k.Created.Add(-time.Second) }))
 	unauth("tampered-activation", "the pending key's activation moved before now: it would seal early", tamper(func(b *kvBuild) { b.key(kvPending).Activation = kvNow.Add(-time.Minute) }))
@@ -684,6 +762,8 @@ func writeKeysetVectors(t *testing.T) {
 	g.addKey(pendingBad, kvSpec{0x7e5d1a9c, keyring.MAC, keyring.DecryptOnly, -kvDay, -kvDay, nil})
 	pendingBad.key(0x7e5d1a9c).Wrapped = append([]byte{1}, kvDerive("garbage pending", 72)...)
 	unwrap("pending-only-and-bad-key", "no key can seal now, and a decrypt-only key does not unwrap: keys are unwrapped before the primary is looked for", pendingBad)
+
+	g.boundaryVectors(s, fleet, mac, next, single, cfg)
 
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)

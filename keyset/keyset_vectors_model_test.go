@@ -32,7 +32,9 @@ import (
 
 // kmValue is a JSON value. Objects keep their members in order.
 type kmValue struct {
-	kind    byte // '{', '[', '"', '0' (number), 't', 'f', 'n'
+	kind    byte   // '{', '[', '"', '0' (number), 't', 'f', 'n'
+	escaped bool   // a string written with an escape
+	raw     string // a string as written, between its quotes
 	str     string
 	members []kmMember
 	items   []*kmValue
@@ -44,9 +46,10 @@ type kmMember struct {
 }
 
 type kmParser struct {
-	b   []byte
-	i   int
-	mut string
+	b       []byte
+	i       int
+	mut     string
+	escaped bool // the last string read had an escape
 }
 
 // kmParseJSON reads one JSON value (RFC 8259) strictly: UTF-8, nothing
@@ -71,8 +74,17 @@ func kmParseJSON(b []byte, mut string) (*kmValue, bool) {
 }
 
 func (p *kmParser) ws() {
-	for p.i < len(p.b) && strings.IndexByte(" \t\n\r", p.b[p.i]) >= 0 {
-		p.i++
+	for p.i < len(p.b) {
+		switch {
+		case strings.IndexByte(" \t\n\r", p.b[p.i]) >= 0:
+			p.i++
+		case p.mut == "whitespace-beyond-json" && strings.IndexByte("\f\v", p.b[p.i]) >= 0:
+			p.i++
+		case p.mut == "whitespace-beyond-json" && bytes.HasPrefix(p.b[p.i:], []byte("\u00a0")):
+			p.i += 2
+		default:
+			return
+		}
 	}
 }
 
@@ -84,7 +96,11 @@ func (p *kmParser) lit(s string) bool {
 	return false
 }
 
-var kmNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+var (
+	kmNumber      = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+	kmNumberZeros = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+	kmNumberPlus  = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`)
+)
 
 func (p *kmParser) value() (*kmValue, bool) {
 	if p.i >= len(p.b) {
@@ -152,8 +168,12 @@ func (p *kmParser) value() (*kmValue, bool) {
 			}
 		}
 	case c == '"':
+		start := p.i
 		s, ok := p.string()
-		return &kmValue{kind: '"', str: s}, ok
+		if !ok {
+			return nil, false
+		}
+		return &kmValue{kind: '"', str: s, escaped: p.escaped, raw: string(p.b[start+1 : p.i-1])}, true
 	case p.lit("true"):
 		return &kmValue{kind: 't'}, true
 	case p.lit("false"):
@@ -161,12 +181,19 @@ func (p *kmParser) value() (*kmValue, bool) {
 	case p.lit("null"):
 		return &kmValue{kind: 'n'}, true
 	}
-	n := kmNumber.Find(p.b[p.i:])
+	re := kmNumber
+	switch p.mut {
+	case "leading-zeros-accepted":
+		re = kmNumberZeros
+	case "plus-sign-accepted":
+		re = kmNumberPlus
+	}
+	n := re.Find(p.b[p.i:])
 	if n == nil {
 		return nil, false
 	}
 	p.i += len(n)
-	return &kmValue{kind: '0', str: string(n)}, true
+	return &kmValue{kind: '0', str: string(n)}, true // big.Int reads "01" and "+1" too
 }
 
 // string reads a JSON string: no raw control characters, JSON's escapes
@@ -175,6 +202,7 @@ func (p *kmParser) string() (string, bool) {
 	if !p.lit(`"`) {
 		return "", false
 	}
+	p.escaped = false
 	var out []byte
 	for p.i < len(p.b) {
 		c := p.b[p.i]
@@ -182,7 +210,7 @@ func (p *kmParser) string() (string, bool) {
 		switch {
 		case c == '"':
 			return string(out), true
-		case c < 0x20:
+		case c < 0x20 && p.mut != "raw-control-accepted", c == 0x7f && p.mut == "del-refused":
 			return "", false
 		case c != '\\':
 			out = append(out, c)
@@ -193,6 +221,7 @@ func (p *kmParser) string() (string, bool) {
 		}
 		e := p.b[p.i]
 		p.i++
+		p.escaped = true
 		if i := strings.IndexByte(`"\/bfnrt`, e); i >= 0 {
 			out = append(out, "\"\\/\b\f\n\r\t"[i])
 			continue
@@ -235,7 +264,16 @@ type kmDoc struct {
 	expiresUnix              int64
 	policy                   [5]int64 // seconds: propagation, max TTL, skew, rotation, freshness
 	keys                     []kmKey
+	history                  []kmLink
+	retired                  []uint32 // retired_keys
 	authWrapped, tag         []byte
+	tagText                  string // auth.tag as written, for a reading that compares the text
+}
+
+type kmLink struct {
+	version uint64
+	tag     []byte
+	tagText string
 }
 
 type kmKey struct {
@@ -250,8 +288,9 @@ var kmPolicyNames = []string{"propagation_delay_seconds", "max_ttl_seconds", "sk
 
 // kmReader reads the members of the document's objects.
 type kmReader struct {
-	mut string
-	bad bool
+	mut     string
+	bad     bool
+	retired bool // reading a retired key
 }
 
 // object returns the members of v, an object, by name. Absent members
@@ -339,6 +378,14 @@ var kmTimeRE = regexp.MustCompile(`^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):
 // time reads YYYY-MM-DDTHH:MM:SSZ, a valid UTC date and time from 1970 on,
 // as Unix seconds.
 func (r *kmReader) time(s string) int64 {
+	if r.mut == "unicode-digits-in-times" { // as Python's \d and int() read them
+		s = strings.Map(func(c rune) rune {
+			if 0xFF10 <= c && c <= 0xFF19 {
+				return '0' + c - 0xFF10
+			}
+			return c
+		}, s)
+	}
 	m := kmTimeRE.FindStringSubmatch(s)
 	switch {
 	case m == nil,
@@ -404,7 +451,11 @@ func (r *kmReader) b64(s string) []byte {
 		enc = base64.RawURLEncoding
 	}
 	b, err := enc.DecodeString(s)
-	if err != nil || len(b) == 0 || len(b) > 2048 && r.mut != "wrapped-unbounded" {
+	n := len(b)
+	if r.mut == "wrapped-bound-in-characters" {
+		n = len(s)
+	}
+	if err != nil || len(b) == 0 || n > 2048 && r.mut != "wrapped-unbounded" && !(r.retired && r.mut == "retired-wrapped-unchecked") {
 		r.bad = true
 	}
 	return b
@@ -414,7 +465,7 @@ func (r *kmReader) b64(s string) []byte {
 // before it looks at its configuration.
 func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	m := func(name string) bool { return mut == name }
-	if len(data) > 1<<20 {
+	if len(data) > 1<<20 && !m("size-unbounded") || len(data) == 1<<20 && m("size-limit-exclusive") {
 		return nil, false
 	}
 	v, ok := kmParseJSON(data, mut)
@@ -422,9 +473,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	}
 	r := &kmReader{mut: mut}
-	top := r.object(v, "top", "format", "id", "version", "kek", "expires", "policy", "keys", "auth")
+	top := r.object(v, "top", "format", "id", "version", "kek", "expires", "policy", "keys", "history", "retired_keys", "auth")
 	d := &kmDoc{format: r.str(top["format"]), id: r.str(top["id"]), kek: r.str(top["kek"]), expires: r.str(top["expires"])}
-	if d.format != "stateseal-keyset-v3" && !(m("format-v2-accepted") && d.format == "stateseal-keyset-v2") {
+	if d.format != "stateseal-keyset-v4" && !(m("format-v3-accepted") && d.format == "stateseal-keyset-v3") {
 		return nil, false
 	}
 	version := r.integer(top["version"], m("version-as-float"))
@@ -443,8 +494,17 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	if d.expires != "" {
 		d.expiresUnix = r.time(d.expires)
 	}
+	if m("escapes-in-values-refused") && top["expires"] != nil && top["expires"].escaped {
+		return nil, false
+	}
 	auth := r.object(top["auth"], "auth", "wrapped", "tag")
+	if m("escapes-in-values-refused") && (auth["wrapped"] != nil && auth["wrapped"].escaped || auth["tag"] != nil && auth["tag"].escaped) {
+		return nil, false
+	}
 	d.authWrapped, d.tag = r.b64(r.str(auth["wrapped"])), r.b64(r.str(auth["tag"]))
+	if auth["tag"] != nil {
+		d.tagText = auth["tag"].raw
+	}
 	if len(d.tag) != 32 && !m("tag-any-length") {
 		return nil, false
 	}
@@ -454,7 +514,15 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	}
 	if keys != nil {
 		for _, kv := range keys.items {
+			if kv.kind == 'n' && m("null-key-elements-skipped") {
+				continue
+			}
 			f := r.object(kv, "key", "id", "algorithm", "state", "created", "activation", "wrapped")
+			for _, n := range []string{"created", "activation", "wrapped"} {
+				if m("escapes-in-values-refused") && f[n] != nil && f[n].escaped {
+					return nil, false
+				}
+			}
 			k := kmKey{hexID: r.str(f["id"]), algorithm: r.str(f["algorithm"]), state: r.str(f["state"]),
 				created: r.str(f["created"]), activation: r.str(f["activation"])}
 			idRE := "^[0-9a-f]{8}$"
@@ -466,13 +534,73 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			}
 			id, _ := strconv.ParseUint(k.hexID, 16, 32)
 			k.id = uint32(id)
+			bad := r.bad
+			r.retired = k.state == "retired"
 			k.createdUnix, k.activationUnix = r.time(k.created), r.time(k.activation)
 			k.wrapped = r.b64(r.str(f["wrapped"]))
+			if r.retired && m("retired-keys-unvalidated") {
+				r.bad = bad
+			}
+			r.retired = false
 			d.keys = append(d.keys, k)
+		}
+	}
+	if hv := top["history"]; hv != nil {
+		if hv.kind != '[' {
+			return nil, false
+		}
+		for _, lv := range hv.items {
+			f := r.object(lv, "link", "version", "tag")
+			n := r.integer(f["version"], false)
+			if n.Sign() < 0 || n.BitLen() > 64 {
+				return nil, false
+			}
+			l := kmLink{version: n.Uint64(), tag: r.b64(r.str(f["tag"]))}
+			if f["tag"] != nil {
+				l.tagText = f["tag"].raw
+			}
+			if len(l.tag) != 32 && !m("history-tag-any-length") {
+				return nil, false
+			}
+			d.history = append(d.history, l)
+		}
+	}
+	if rv := top["retired_keys"]; rv != nil {
+		if rv.kind != '[' {
+			return nil, false
+		}
+		for _, iv := range rv.items {
+			h := r.str(iv)
+			if !regexp.MustCompile("^[0-9a-f]{8}$").MatchString(h) {
+				return nil, false
+			}
+			id, _ := strconv.ParseUint(h, 16, 32)
+			d.retired = append(d.retired, uint32(id))
 		}
 	}
 	if r.bad {
 		return nil, false
+	}
+	// History and retired keys.
+	if !m("history-optional") && (d.version <= 1) != (len(d.history) == 0) || len(d.history) > 32 && !m("history-unbounded") {
+		return nil, false
+	}
+	below := d.version
+	for _, l := range d.history {
+		if (l.version >= below || l.version == 0) && !m("history-order-ignored") {
+			return nil, false
+		}
+		below = l.version
+	}
+	for i, id := range d.retired {
+		if id == 0 || i > 0 && id <= d.retired[i-1] && !m("retired-keys-order-ignored") {
+			return nil, false
+		}
+	}
+	for _, k := range d.keys {
+		if (k.state == "retired") != slices.Contains(d.retired, k.id) && !m("retired-keys-unchecked") {
+			return nil, false
+		}
 	}
 	// Validation.
 	p := d.policy
@@ -482,7 +610,7 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			return true
 		}
 		for _, s := range p {
-			if s > maxSeconds {
+			if s > maxSeconds || s == maxSeconds && m("durations-bound-exclusive") {
 				return false
 			}
 		}
@@ -507,12 +635,17 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	case p[4] == 0 && d.expires != "" && !m("expires-without-freshness"):
 		return nil, false
+	case p[4] == 0 && top["expires"] != nil && m("empty-expires-is-present"):
+		return nil, false
 	case p[4] != 0 && d.expires == "" && !m("freshness-without-expires"):
 		return nil, false
 	}
 	seen := map[uint32]bool{}
 	active := 0
 	for _, k := range d.keys {
+		if k.state == "retired" && m("retired-keys-unvalidated") {
+			continue
+		}
 		switch {
 		case k.id == 0 && !m("key-id-zero-accepted"):
 			return nil, false
@@ -538,15 +671,31 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 
 // kmIdentity is a configured KEK URL's identity: without the transport
 // parameters endpoint and insecure, the rest sorted by name.
-func kmIdentity(u string) string {
+func kmIdentity(u, mut string) string {
+	m := func(name string) bool { return mut == name }
 	base, query, found := strings.Cut(u, "?")
-	if !found || query == "" {
+	if !found || query == "" && !m("identity-bare-question-kept") {
+		return base
+	}
+	if query == "" {
 		return u
 	}
 	type param struct{ name, value string }
 	var ps []param
 	for _, part := range strings.Split(query, "&") {
+		if part == "" && !m("identity-empty-pieces-kept") {
+			continue
+		}
+		if m("identity-raw-query") {
+			if n, _, _ := strings.Cut(part, "="); n != "endpoint" && n != "insecure" {
+				ps = append(ps, param{part, ""})
+			}
+			continue
+		}
 		n, v, _ := strings.Cut(part, "=")
+		if i := strings.LastIndexByte(part, '='); i >= 0 && m("identity-split-at-last-equals") {
+			n, v = part[:i], part[i+1:]
+		}
 		n, err1 := kmUnescape(n)
 		v, err2 := kmUnescape(v)
 		if err1 != nil || err2 != nil || n == "endpoint" || n == "insecure" {
@@ -554,10 +703,22 @@ func kmIdentity(u string) string {
 		}
 		ps = append(ps, param{n, v})
 	}
-	slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.name, b.name) })
+	switch {
+	case m("identity-unsorted"):
+	case m("identity-values-sorted"):
+		slices.SortFunc(ps, func(a, b param) int {
+			return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.value, b.value))
+		})
+	default:
+		slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.name, b.name) })
+	}
 	var out []string
 	for _, p := range ps {
-		out = append(out, kmEscape(p.name)+"="+kmEscape(p.value))
+		if m("identity-raw-query") {
+			out = append(out, p.name)
+			continue
+		}
+		out = append(out, kmEscape(p.name, mut)+"="+kmEscape(p.value, mut))
 	}
 	if len(out) == 0 {
 		return base
@@ -588,14 +749,16 @@ func kmUnescape(s string) (string, error) {
 	return string(b), nil
 }
 
-func kmEscape(s string) string {
+func kmEscape(s, mut string) string {
 	var b strings.Builder
 	for _, c := range []byte(s) {
 		switch {
 		case 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0:
 			b.WriteByte(c)
-		case c == ' ':
+		case c == ' ' && mut != "identity-space-as-percent-20":
 			b.WriteByte('+')
+		case mut == "identity-lower-hex":
+			fmt.Fprintf(&b, "%%%02x", c)
 		default:
 			fmt.Fprintf(&b, "%%%02X", c)
 		}
@@ -605,10 +768,12 @@ func kmEscape(s string) string {
 
 // kmLoaded is what the model loads, or why it refuses.
 type kmLoaded struct {
-	expect string
-	loaded kvLoaded
-	digest [32]byte
-	tag    []byte
+	expect  string
+	loaded  kvLoaded
+	digest  [32]byte
+	tag     []byte
+	retired []uint32
+	tagText string
 }
 
 // kmHistory is what a loader keeps from the document it installed.
@@ -617,6 +782,8 @@ type kmHistory struct {
 	version uint64
 	digest  [32]byte
 	tag     []byte
+	retired []uint32
+	tagText string
 }
 
 type kmModel struct {
@@ -637,7 +804,7 @@ func (km *kmModel) load(v kvVector) kmLoaded {
 		if r.expect != "ok" {
 			return kmLoaded{expect: "(the first document does not load: " + r.expect + ")"}
 		}
-		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag}
+		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, r.retired, r.tagText}
 	}
 	return km.loadDoc(v, h)
 }
@@ -660,14 +827,14 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			trusted = trusted[:1]
 		}
 		for _, u := range trusted {
-			id, name := kmIdentity(u), d.kek
+			id, name := kmIdentity(u, mut), d.kek
 			switch {
 			case m("kek-compared-with-transport-params"):
 				id = u
 			case m("document-kek-identity"):
-				name = kmIdentity(d.kek)
+				name = kmIdentity(d.kek, mut)
 			}
-			if id == name {
+			if id == name || m("kek-case-insensitive") && strings.EqualFold(id, name) {
 				kekURL = u
 				return ""
 			}
@@ -686,7 +853,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if pinned == "" && h != nil && !m("first-loaded-not-pinned") {
 			pinned = h.id
 		}
-		if pinned != "" && d.id != pinned {
+		if pinned != "" && d.id != pinned && !(m("pin-case-insensitive") && strings.EqualFold(d.id, pinned)) {
 			return "other_keyset"
 		}
 		return ""
@@ -695,8 +862,16 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		switch {
 		case d.version < c.MinVersion && !m("min-version-ignored"), d.version == c.MinVersion && m("min-version-exclusive"):
 			return "rollback"
-		case h != nil && h.id == d.id && d.version < h.version && !m("rollback-running-accepted"):
+		case h != nil && h.id == d.id && d.version < h.version && !m("rollback-running-accepted") && !(m("min-version-replaces-installed") && c.MinVersion != 0):
 			return "rollback"
+		}
+		if h == nil || h.id != d.id || m("retired-revived-accepted") {
+			return ""
+		}
+		for _, k := range d.keys {
+			if k.state != "retired" && slices.Contains(h.retired, k.id) {
+				return "rollback"
+			}
 		}
 		return ""
 	}
@@ -712,7 +887,11 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if now >= exp && !m("stale-after-expires") || m("stale-after-expires") && now > exp {
 			return "stale"
 		}
-		if exp > now+(d.policy[4]+d.policy[2])*1000 && !m("expiry-ahead-accepted") {
+		ahead := now + (d.policy[4]+d.policy[2])*1000
+		if m("expiry-ahead-without-skew") {
+			ahead = now + d.policy[4]*1000
+		}
+		if (exp > ahead || exp == ahead && m("expiry-ahead-exclusive")) && !m("expiry-ahead-accepted") {
 			return "stale"
 		}
 		return ""
@@ -751,6 +930,15 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 	if err != nil {
 		km.t.Fatal(err)
 	}
+	keks := [][]byte{kek}
+	if m("unwrap-with-any-trusted-kek") {
+		for _, u := range c.KEKs {
+			if j := slices.IndexFunc(km.f.KEKs, func(k kvKEK) bool { return k.URL == u }); j >= 0 && j != i {
+				other, _ := hex.DecodeString(km.f.KEKs[j].Key)
+				keks = append(keks, other)
+			}
+		}
+	}
 	unwrap := func(w, ad []byte) ([]byte, bool) {
 		if m("local-without-version-byte") {
 			w = append([]byte{1}, w...)
@@ -758,20 +946,55 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		if len(w) < 1+24+16 || w[0] != 1 && !m("local-version-byte-ignored") {
 			return nil, false
 		}
-		a, _ := chacha20poly1305.NewX(kek)
-		pt, err := a.Open(nil, w[1:25], w[25:], ad)
-		return pt, err == nil
+		for _, kek := range keks {
+			a, _ := chacha20poly1305.NewX(kek)
+			if pt, err := a.Open(nil, w[1:25], w[25:], ad); err == nil {
+				return pt, true
+			}
+		}
+		return nil, false
 	}
 	digest := sha256.Sum256(data)
 	forkCheck := func() string {
-		if h == nil || m("fork-ignored") || h.id != d.id || h.version != d.version {
+		if h == nil || h.id != d.id {
 			return ""
+		}
+		if d.version > h.version && !m("history-ignored") {
+			for _, l := range d.history {
+				if l.version == h.version {
+					same := bytes.Equal(l.tag, h.tag)
+					switch {
+					case m("fork-tag-as-text"):
+						same = l.tagText == h.tagText
+					case m("history-link-by-document-digest"):
+						same = bytes.Equal(l.tag, h.digest[:])
+					}
+					if same || m("history-tags-ignored") {
+						return ""
+					}
+					return "fork"
+				}
+			}
+			if m("history-gap-accepted") {
+				return ""
+			}
+			return "fork"
+		}
+		if m("fork-ignored") || h.version != d.version {
+			return ""
+		}
+		if m("fork-tag-as-text") {
+			if h.tagText == d.tagText {
+				return ""
+			}
+			return "fork"
 		}
 		if !m("fork-by-bytes") && bytes.Equal(h.tag, d.tag) || m("fork-by-bytes") && h.digest == digest {
 			return ""
 		}
 		return "fork"
 	}
+
 	if m("fork-before-authentication") {
 		if e := forkCheck(); e != "" {
 			return kmLoaded{expect: e}
@@ -814,16 +1037,16 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		}
 	}
 	// 6-7. The authentication key and the tag.
-	format := "stateseal-keyset-v3"
+	format := "stateseal-keyset-v4"
 	authAD := kmJoin(format, d.id, "auth")
 	switch {
 	case m("auth-ad-wrong-format"):
-		authAD = kmJoin("stateseal-keyset-v2", d.id, "auth")
+		authAD = kmJoin("stateseal-keyset-v3", d.id, "auth")
 	case m("auth-ad-without-keyset-id"):
 		authAD = kmJoin(format, "auth")
 	}
 	authKey, ok := unwrap(d.authWrapped, authAD)
-	if !ok || m("auth-key-must-be-32") && len(authKey) != 32 {
+	if !ok || m("auth-key-must-be-32") && len(authKey) != 32 || len(authKey) == 0 && !m("auth-key-empty-accepted") {
 		return kmLoaded{expect: "unauthenticated"}
 	}
 	input := kmTagInput(d, mut)
@@ -843,7 +1066,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			return kmLoaded{expect: e}
 		}
 	}
-	out := kmLoaded{expect: "ok", digest: digest, tag: d.tag, loaded: kvLoaded{
+	out := kmLoaded{expect: "ok", digest: digest, tag: d.tag, retired: d.retired, tagText: d.tagText, loaded: kvLoaded{
 		ID: d.id, Version: d.version, KEK: d.kek, Expires: d.expires,
 		Policy: kvPolicy{d.policy[0], d.policy[1], d.policy[2], d.policy[3], d.policy[4]},
 		Auth:   kvAuth{AD: hex.EncodeToString(authAD), Key: hex.EncodeToString(authKey), TagInput: hex.EncodeToString(input)},
@@ -859,11 +1082,17 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 				continue
 			}
 			at := k.activationUnix * 1000
+			if m("primary-activation-with-skew") {
+				at -= d.policy[2] * 1000
+			}
 			if !m("primary-ignores-activation") && (at > c.NowMillis || m("primary-activation-exclusive") && at == c.NowMillis) {
 				continue
 			}
 			switch {
-			case best == nil, k.activationUnix > best.activationUnix:
+			case best == nil, m("primary-last-listed"), m("primary-latest-created") && k.createdUnix > best.createdUnix:
+				best = k
+			case m("primary-latest-created"):
+			case k.activationUnix > best.activationUnix:
 				best = k
 			case k.activationUnix == best.activationUnix && !m("primary-tie-first-listed") && (!m("primary-tie-highest-id") || k.id > best.id):
 				best = k
@@ -930,9 +1159,9 @@ func kmTagInput(d *kmDoc, mut string) []byte {
 		}
 		return field(b, w)
 	}
-	label := "stateseal-keyset-v3 auth"
+	label := "stateseal-keyset-v4 auth"
 	if m("tag-label-without-auth") {
-		label = "stateseal-keyset-v3"
+		label = "stateseal-keyset-v4"
 	}
 	b := field(nil, []byte(label))
 	b = field(b, []byte(d.id))
@@ -949,6 +1178,18 @@ func kmTagInput(d *kmDoc, mut string) []byte {
 		b = seconds(b, d.policy[4])
 		if d.expires != "" || !m("tag-expiry-omitted-when-off") {
 			b = when(b, d.expires, d.expiresUnix)
+		}
+	}
+	if !m("tag-without-history") {
+		b = u32(b, uint32(len(d.history)))
+		for _, l := range d.history {
+			b = field(u64(b, l.version), l.tag)
+		}
+	}
+	if !m("tag-without-retired-keys") {
+		b = u32(b, uint32(len(d.retired)))
+		for _, id := range d.retired {
+			b = u32(b, id)
 		}
 	}
 	keys := slices.Clone(d.keys)
@@ -1091,13 +1332,15 @@ var kmMutations = []string{
 	// The document.
 	"invalid-utf8-replaced", "trailing-data-ignored", "duplicate-last-wins", "case-insensitive-names",
 	"unknown-members-ignored", "nested-unknown-members-ignored", "null-refused", "absent-refused",
-	"format-v2-accepted", "version-as-float", "policy-as-float", "version-zero-accepted",
+	"format-v3-accepted", "version-as-float", "policy-as-float", "version-zero-accepted",
 	"times-with-fraction", "times-with-offset", "times-lower-case-z", "times-before-1970",
 	"base64-padding-accepted", "base64-standard-alphabet", "base64-line-breaks-skipped", "base64-trailing-bits-ignored",
 	"tag-any-length", "durations-unbounded", "max-ttl-from-zero", "max-ttl-uncapped", "skew-uncapped", "skew-cap-exclusive",
 	"rotation-may-equal-propagation", "freshness-unbounded", "expires-without-freshness", "freshness-without-expires",
 	"key-id-any-case", "key-id-zero-accepted", "duplicate-key-ids-accepted", "activation-before-created-accepted",
 	"no-active-key-accepted",
+	"history-optional", "history-unbounded", "history-order-ignored", "history-tag-any-length",
+	"retired-keys-order-ignored", "retired-keys-unchecked",
 	// The configuration.
 	"kek-from-document", "kek-compared-with-transport-params", "document-kek-identity", "previous-kek-ignored",
 	"pin-ignored", "first-loaded-not-pinned", "min-version-ignored", "min-version-exclusive", "rollback-running-accepted",
@@ -1110,7 +1353,9 @@ var kmMutations = []string{
 	"tag-version-u32", "tag-durations-in-seconds", "tag-without-freshness", "tag-expiry-omitted-when-off",
 	"tag-times-as-text", "tag-keys-in-id-order", "tag-retired-keys-omitted", "tag-key-count-omitted",
 	"tag-key-id-as-text", "tag-wrapped-as-text", "tag-without-auth-wrapped",
+	"tag-without-history", "tag-without-retired-keys",
 	"fork-ignored", "fork-by-bytes", "fork-before-authentication", "wrapped-unbounded",
+	"history-ignored", "history-tags-ignored", "history-gap-accepted", "retired-revived-accepted",
 	// Wrapping and the keys.
 	"local-without-version-byte", "local-version-byte-ignored",
 	"wrap-ad-without-key-id", "wrap-ad-without-keyset-id", "wrap-ad-v3-domain", "wrap-ad-key-id-binary",

@@ -49,11 +49,14 @@ type kvVector struct {
 	Comment string `json:"comment"`
 	// Document is the keyset document as stored; DocumentHex holds it
 	// instead when it is not valid UTF-8.
-	Document    string    `json:"document,omitempty"`
-	DocumentHex string    `json:"document_hex,omitempty"`
-	Config      kvConfig  `json:"config"`
-	Expect      string    `json:"expect"`
-	Loaded      *kvLoaded `json:"loaded,omitempty"`
+	Document    string `json:"document,omitempty"`
+	DocumentHex string `json:"document_hex,omitempty"`
+	// PadTo, if set, is the document's length once spaces are appended
+	// to it: how a vector of a megabyte is stored in a few hundred bytes.
+	PadTo  int       `json:"pad_to,omitempty"`
+	Config kvConfig  `json:"config"`
+	Expect string    `json:"expect"`
+	Loaded *kvLoaded `json:"loaded,omitempty"`
 }
 
 // kvConfig is the loader's configuration: what it trusts, and its clock.
@@ -135,6 +138,9 @@ func (v *kvVector) document(t testing.TB) []byte {
 			t.Fatal(err)
 		}
 		return b
+	}
+	if v.PadTo > len(v.Document) {
+		return append([]byte(v.Document), bytes.Repeat([]byte(" "), v.PadTo-len(v.Document))...)
 	}
 	return []byte(v.Document)
 }

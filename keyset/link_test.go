@@ -31,7 +31,7 @@ func TestWriteThroughSymlink(t *testing.T) {
 		t.Fatalf("load through the link: %v", err)
 	}
 	next := ks.Clone()
-	next.Version = 2
+	next.Follow(ks)
 	if err := writeAuth(t, link, next, kek); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestWriteKeepsModeAndOwner(t *testing.T) {
 		}
 	}
 	next := ks.Clone()
-	next.Version = 2
+	next.Follow(ks)
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
 	}

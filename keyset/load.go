@@ -167,11 +167,13 @@ type Loader struct {
 	polls                                    uint64
 }
 
-// seenVersion is the highest version of a keyset a loader installed, and
-// the digest of its document, to tell a fork from a reload.
+// seenVersion is the highest version of a keyset a loader installed, its
+// tag, to tell a descendant from a fork, and every key id it has seen
+// retired in that keyset, which never opens again.
 type seenVersion struct {
 	version uint64
-	digest  [32]byte
+	tag     []byte
+	retired map[uint32]bool
 }
 
 type cacheKey struct {
@@ -266,7 +268,7 @@ func (l *Loader) Load(ctx context.Context) (*keyring.Ring, error) {
 		return nil, err
 	}
 	l.ring, l.current, l.last, l.rev = ring, ks, data, rev
-	l.install(ks, data)
+	l.install(ks)
 	now := time.Now()
 	l.installed, l.lastCheck, l.storeSeen, l.kmsSeen, l.lastErr = now, now, now, now, nil
 	return ring, nil
@@ -395,7 +397,7 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 		l.logger().Warn("stateseal keyset replaced by another keyset", "store", l.name(), "old", l.current.ID, "new", ks.ID)
 	}
 	l.ring.Store(snap)
-	l.install(ks, data)
+	l.install(ks)
 	l.logger().Info("stateseal keyset reloaded", "store", l.name(), "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
 	l.current = ks
 	if l.OnReload != nil {
@@ -404,15 +406,25 @@ func (l *Loader) reload(ctx context.Context, force bool) error {
 	return nil
 }
 
-// install records ks as seen: its version becomes the floor for its id.
-func (l *Loader) install(ks *Keyset, data []byte) {
+// install records ks as seen: its version becomes the floor for its id,
+// the version a later one must descend from, and its retired keys stay
+// retired.
+func (l *Loader) install(ks *Keyset) {
 	l.installed = time.Now()
 	if l.seen == nil {
 		l.seen = map[string]seenVersion{}
 	}
-	if v, ok := l.seen[ks.ID]; !ok || ks.Version > v.version {
-		l.seen[ks.ID] = seenVersion{ks.Version, digestOf(ks, data)}
+	v, ok := l.seen[ks.ID]
+	if !ok {
+		v.retired = map[uint32]bool{}
 	}
+	if !ok || ks.Version > v.version {
+		v.version, v.tag = ks.Version, bytes.Clone(ks.Auth.Tag)
+	}
+	for _, id := range ks.RetiredKeys {
+		v.retired[id] = true
+	}
+	l.seen[ks.ID] = v
 	l.pinned = ks.ID
 	if l.Options.KeysetID != "" {
 		l.pinned = l.Options.KeysetID

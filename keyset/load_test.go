@@ -38,7 +38,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 
 	// A second key arrives: Reload installs it.
 	next := ks.Clone()
-	next.Version = 2
+	next.Follow(ks)
 	sk, _ := next.Wrap(ctx, kek, key(t, keyring.MAC, t0, next.ids()...))
 	next.Keys = append(next.Keys, sk)
 	if err := writeAuth(t, path, next, kek); err != nil {
@@ -94,7 +94,7 @@ func TestReloadNoUsablePrimary(t *testing.T) {
 	}
 	good := ring.Current()
 	next := ks.Clone()
-	next.Version = 2
+	next.Follow(ks)
 	sk, _ := next.Wrap(ctx, kek, key(t, keyring.AEAD, t0.Add(time.Hour), next.ids()...))
 	next.Keys = []StoredKey{sk}
 	if err := writeAuth(t, path, next, kek); err != nil {
@@ -116,7 +116,7 @@ func TestRunPolls(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- l.Run(c, 5*time.Millisecond) }()
 	next := ks.Clone()
-	next.Version = 2
+	next.Follow(ks)
 	next.Policy.Skew = time.Minute
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 		t.Fatalf("%d reports for one broken file (want 1); keys kept: %v", n, ring.Current() == good)
 	}
 	next := ks.Clone()
-	next.Version = 2
+	next.Follow(ks)
 	next.Authenticate(ctx, kek)
 	data, _ := next.Marshal()
 	writeAtomic(t, path, data)

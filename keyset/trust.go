@@ -22,11 +22,12 @@ var (
 	// seen (or below LoadOptions.MinVersion): an older copy may hold keys
 	// retired since.
 	ErrRollback = errors.New("keyset: the keyset went back to an older version")
-	// ErrFork reports two different keysets with the same id and version:
-	// two writes that both believed they followed the same version (a
-	// failover that lost a write, a restore followed by an edit). Instances
-	// that loaded one refuse the other's states once new keys activate.
-	ErrFork = errors.New("keyset: two different keysets have the same id and version")
+	// ErrFork reports a keyset that does not descend from the version a
+	// loader installed: another document at the same version, or one at a
+	// higher version whose history does not name the installed one (an
+	// old copy put back and edited, a failover that lost a write, a
+	// restore followed by an edit). The installed keyset keeps serving.
+	ErrFork = errors.New("keyset: the keyset does not descend from the one installed")
 	// ErrStale reports a keyset whose freshness window has passed: nothing
 	// rewrote it in time, or the store was rolled back further than the
 	// window allows.
@@ -94,15 +95,20 @@ func Check(ks *Keyset, location string, o *LoadOptions) error {
 	return err
 }
 
-// Check is the package's Check with this loader's floors too:
-// a keyset older than one it installed, or not the keyset it pinned, is
-// refused. A scheduler running beside a loader uses it, so that it never
-// writes a rolled-back keyset back at a new version.
+// Check is the package's Check with what this loader installed too: a
+// keyset older than one it installed, not the keyset it pinned, not
+// descending from the version it installed (a fork, at any version), or
+// in which a key it saw retired is not retired, is refused. A scheduler
+// running beside a loader uses it, so that it never extends a rolled-back
+// or forked keyset. Its values are not authenticated here: it can only
+// refuse, and the editor checks the authentication next.
 func (l *Loader) Check(ks *Keyset) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, err := l.trust(ks)
-	return err
+	if _, err := l.trust(ks); err != nil {
+		return err
+	}
+	return l.follows(ks)
 }
 
 // trust makes every decision about ks that needs no key: the KEK it names

@@ -108,7 +108,11 @@ func (f *fixture) addKey(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	f.ks.Keys = append(f.ks.Keys, sk)
-	f.ks.Version++
+	if f.ks.Version == 0 {
+		f.ks.Version = 1
+	} else {
+		f.ks.Follow(f.ks.Clone())
+	}
 	f.ks.Refresh(t0)
 	if err := f.ks.Authenticate(ctx, f.kek); err != nil {
 		t.Fatal(err)

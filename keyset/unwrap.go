@@ -3,7 +3,6 @@ package keyset
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -48,10 +47,10 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
 	next[ak] = authKey
-	// Authentic from here on. Two authentic documents with one version
-	// are two writers that each believed they were next: say so.
-	if v, ok := l.seen[ks.ID]; ok && v.version == ks.Version && v.digest != digestOf(ks, data) {
-		return nil, nil, fmt.Errorf("%w: keyset %s version %d in %s is not the one this instance loaded; find which write was lost, then write the keyset that should win at a higher version (docs/ROTATION.md)", ErrFork, ks.ID, ks.Version, l.name())
+	// Authentic from here on: a document that does not descend from the
+	// one installed is refused (admit refused one reviving a retired key).
+	if err := l.follows(ks); err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
 	var keys []keyring.Key
 	for _, sk := range ks.Keys {
@@ -108,6 +107,13 @@ func (l *Loader) admit(ks *Keyset) error {
 	if v, ok := l.seen[ks.ID]; ok && ks.Version < v.version {
 		return fmt.Errorf("%w: keyset %s went back from version %d to %d; an older copy may hold keys retired since", ErrRollback, ks.ID, v.version, ks.Version)
 	}
+	if v, ok := l.seen[ks.ID]; ok {
+		for _, k := range ks.Keys {
+			if v.retired[k.ID] && k.State != keyring.Retired {
+				return fmt.Errorf("%w: keyset %s version %d has key %s %s, which this instance saw retired: retired keys never come back", ErrRollback, ks.ID, ks.Version, keyring.FormatID(k.ID), k.State)
+			}
+		}
+	}
 	now := l.Options.now()
 	if ks.Policy.Freshness != 0 && !now.Before(ks.Expires) {
 		return fmt.Errorf("%w: keyset %s version %d expired at %s (freshness %v): run 'sealctl refresh' or a rotation.Scheduler, or the store was rolled back", ErrStale, ks.ID, ks.Version, ks.Expires.Format(time.RFC3339), ks.Policy.Freshness)
@@ -152,12 +158,26 @@ func transient(err error) error {
 	return transientError{err}
 }
 
-// digestOf identifies a keyset's content for fork detection: its
-// canonical encoding, so that the same authentic document written with
-// other whitespace is not taken for another branch.
-func digestOf(ks *Keyset, data []byte) [32]byte {
-	if b, err := ks.Marshal(); err == nil {
-		return sha256.Sum256(b)
+// follows refuses a keyset that does not descend from the version of
+// its id this loader installed: the same tag, or a history link to it. A
+// store writer cannot make one that passes: the history is authenticated.
+func (l *Loader) follows(ks *Keyset) error {
+	v, ok := l.seen[ks.ID]
+	if !ok {
+		return nil
 	}
-	return sha256.Sum256(data)
+	if ks.Version > v.version && !ks.Extends(v.version, v.tag) {
+		oldest := ks.Version
+		if len(ks.History) > 0 {
+			oldest = ks.History[len(ks.History)-1].Version
+		}
+		if v.version < oldest {
+			return fmt.Errorf("%w: keyset %s version %d links back only to version %d, and this instance installed version %d: it cannot tell whether it descends from it; restart this instance if it does (docs/ROTATION.md, \"Forks\")", ErrFork, ks.ID, ks.Version, oldest, v.version)
+		}
+		return fmt.Errorf("%w: keyset %s version %d does not descend from version %d, which this instance installed: it was edited from another copy (a rollback or a lost write, extended); find the lost write, then write the keyset that should win at a higher version (docs/ROTATION.md, \"Forks\")", ErrFork, ks.ID, ks.Version, v.version)
+	}
+	if ks.Version == v.version && !ks.Extends(v.version, v.tag) {
+		return fmt.Errorf("%w: keyset %s version %d is not the one this instance loaded; find which write was lost, then write the keyset that should win at a higher version (docs/ROTATION.md, \"Forks\")", ErrFork, ks.ID, ks.Version)
+	}
+	return nil
 }

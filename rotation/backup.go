@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/internal/localkek"
 	"github.com/stateseal/stateseal/internal/redact"
+	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -83,6 +86,12 @@ type ImportOptions struct {
 	// stops the import. sealctl checks its
 	// record of the versions it has seen here.
 	Check func(*keyset.Keyset) error
+	// Seen, if set, returns the newest version of keyset id that the
+	// caller saw (its tag) and the keys it saw retired in it: sealctl's
+	// record. An AsVersion import into a location that holds no keyset of
+	// that id links to it, so that instances that installed it follow the
+	// restore, and keeps its retired keys retired.
+	Seen func(id string) (keyset.Link, []uint32, bool)
 }
 
 // Import writes the keyset document data into location: into a location
@@ -116,27 +125,6 @@ func Import(ctx context.Context, location string, data []byte, iop *ImportOption
 	}
 	defer closeKEK(kek)
 	var res Result
-	if iop != nil && iop.AsVersion != 0 {
-		if iop.AsVersion <= ks.Version {
-			return Result{}, fmt.Errorf("rotation: keyset %s is at version %d; writing it as version %d would not move it forward", ks.ID, ks.Version, iop.AsVersion)
-		}
-		from := ks.Version
-		ks = ks.Clone()
-		ks.Version = iop.AsVersion
-		ks.Refresh(o.now())
-		if err := ks.Authenticate(ctx, kek); err != nil {
-			return Result{}, err
-		}
-		if data, err = ks.Marshal(); err != nil {
-			return Result{}, err
-		}
-		res.Warnings = append(res.Warnings, fmt.Sprintf("version %d written as version %d: keys retired or removed since that copy are back as they were in it, "+
-			"and keys added since are gone, with the tokens they sealed", from, iop.AsVersion))
-	}
-	if !ks.Expires.IsZero() && !o.now().Before(ks.Expires) {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("keyset %s version %d expired at %s: fresh instances refuse it until it is rewritten; "+
-			"once sure it is the newest copy, run sealctl refresh --stale", ks.ID, ks.Version, ks.Expires.Format(time.RFC3339)))
-	}
 	s, err := keyset.OpenStore(ctx, location, o.loadOptions())
 	if err != nil {
 		return Result{}, err
@@ -152,6 +140,11 @@ func Import(ctx context.Context, location string, data []byte, iop *ImportOption
 		if cur, err = keyset.Parse(old); err != nil {
 			return Result{}, fmt.Errorf("rotation: %s holds no readable keyset (%w): import writes only where there is no keyset, or over an older version of "+
 				"the same one; keep a copy of what is there and delete it first", s, err)
+		}
+	}
+	if iop != nil && iop.AsVersion != 0 {
+		if ks, data, err = asVersion(ctx, ks, cur, iop, kek, o, &res); err != nil {
+			return Result{}, err
 		}
 	}
 	switch {
@@ -174,6 +167,10 @@ func Import(ctx context.Context, location string, data []byte, iop *ImportOption
 	default:
 		res.Replaced = cur.Version
 	}
+	if !ks.Expires.IsZero() && !o.now().Before(ks.Expires) {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("keyset %s version %d expired at %s: fresh instances refuse it until it is rewritten; "+
+			"once sure it is the newest copy, run sealctl refresh --stale", ks.ID, ks.Version, ks.Expires.Format(time.RFC3339)))
+	}
 	if iop != nil && iop.Check != nil {
 		if err := iop.Check(ks); err != nil {
 			return Result{}, err
@@ -185,6 +182,61 @@ func Import(ctx context.Context, location string, data []byte, iop *ImportOption
 	res.Keyset = ks
 	o.logger().Info("stateseal keyset imported", "store", stores.Redact(location), "keyset", ks.ID, "version", ks.Version, "replaced", res.Replaced)
 	return res, nil
+}
+
+// asVersion returns the backup ks written at version iop.AsVersion,
+// linked to the newest document it can name: the keyset the location
+// holds (cur) if it is the same keyset and authentic, else the newest
+// version the caller saw (iop.Seen) if above the backup's, and the
+// backup itself; so the instances that installed any of them follow the
+// restore. Every key retired in any of them stays retired. The expiry is
+// new (the operator says this is the keyset that should win).
+func asVersion(ctx context.Context, ks, cur *keyset.Keyset, iop *ImportOptions, kek backends.KEK, o *Options, res *Result) (*keyset.Keyset, []byte, error) {
+	v := iop.AsVersion
+	if v <= ks.Version {
+		return nil, nil, fmt.Errorf("rotation: keyset %s is at version %d; writing it as version %d would not move it forward", ks.ID, ks.Version, v)
+	}
+	from := ks.Version
+	links := append([]keyset.Link{{Version: ks.Version, Tag: ks.Auth.Tag}}, ks.History...)
+	retired := slices.Clone(ks.RetiredKeys)
+	if cur != nil && cur.ID == ks.ID && cur.KEK == ks.KEK && cur.Verify(ctx, kek) == nil && cur.Version > ks.Version {
+		// Authentic: its history and retired keys are the fleet's.
+		links = append([]keyset.Link{{Version: cur.Version, Tag: cur.Auth.Tag}}, cur.History...)
+		retired = append(retired, cur.RetiredKeys...)
+	} else if iop.Seen != nil {
+		if seen, r, ok := iop.Seen(ks.ID); ok && seen.Version > ks.Version {
+			links = append([]keyset.Link{seen}, links...)
+			retired = append(retired, r...)
+		}
+	}
+	if v <= links[0].Version {
+		return nil, nil, fmt.Errorf("rotation: keyset %s was at version %d; writing the backup as version %d would not move it forward", ks.ID, links[0].Version, v)
+	}
+	next := ks.Clone()
+	for i := range next.Keys {
+		k := &next.Keys[i]
+		if slices.Contains(retired, k.ID) && k.State != keyring.Retired {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("key %s is %s in the backup but was retired since: it stays retired", keyring.FormatID(k.ID), k.State))
+			k.State = keyring.Retired
+		}
+	}
+	prev := &keyset.Keyset{Version: v - 1, RetiredKeys: slices.Compact(slices.Sorted(slices.Values(retired)))}
+	next.Follow(prev)
+	next.History = links[:min(len(links), keysetjson.MaxHistory)]
+	next.Refresh(o.now())
+	if _, ok := next.Primary(o.now()); !ok {
+		return nil, nil, fmt.Errorf("rotation: keyset %s as version %d would have no key able to seal: its keys were retired since the backup", ks.ID, v)
+	}
+	if err := next.Authenticate(ctx, kek); err != nil {
+		return nil, nil, err
+	}
+	data, err := next.Marshal()
+	if err != nil {
+		return nil, nil, err
+	}
+	res.Warnings = append(res.Warnings, fmt.Sprintf("version %d written as version %d: keys added since that copy are gone, with the tokens they sealed; "+
+		"keys retired since stay retired", from, v))
+	return next, data, nil
 }
 
 // sameDocument reports whether a and b say the same thing, authentication

@@ -34,7 +34,7 @@ func TestCorruptWrappedKey(t *testing.T) {
 	k.ID = bad
 	elsewhere, _ := (&keyset.Keyset{ID: "ks-elsewhere"}).Wrap(ctx, kek, k)
 	ks.Keys[1].Wrapped = elsewhere.Wrapped
-	ks.Version++
+	ks.Follow(ks.Clone())
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		t.Fatal(err)
 	}

@@ -38,9 +38,25 @@ type Options struct {
 	// store swapped between its own check and the edit is still refused.
 	Check func(*keyset.Keyset) error
 	// AllowStale lets an edit start from a keyset whose freshness window
-	// has passed. Refresh uses it when an operator has checked that the
-	// expired keyset is the latest (sealctl refresh --stale).
+	// has passed, or whose expiry its writer's clock put too far ahead.
+	// Refresh uses it when an operator has checked that the expired keyset
+	// is the latest (sealctl refresh --stale). It implies Current.
 	AllowStale bool
+	// Current says that the operator has checked that the keyset the edit
+	// starts from is the newest (against a running instance's health, or
+	// a backup): the edit then renews the keyset's expiry, as an edit by
+	// an editor that knows the keyset does (below).
+	Current bool
+	// Vouch, if set, reports whether the editor knew, before this edit,
+	// a version of the keyset that ks descends from (sealctl passes its
+	// record). An edit renews the keyset's expiry (now plus the freshness
+	// window) only when the editor vouches for the keyset it starts from:
+	// with Loader set, Current or AllowStale, or Vouch true. Otherwise
+	// the edit keeps the expiry it read: an editor with no memory of the
+	// keyset (a CronJob, a new machine) cannot tell a copy rolled back
+	// inside the window from the newest, and renewing it would keep the
+	// copy loadable on fresh instances for good (docs/KEYSET.md, "Trust").
+	Vouch func(*keyset.Keyset) bool
 	// Backends opens KEKs; nil means backends.Default.
 	Backends *backends.Registry
 	// Stores opens a keyset location that is a URL; nil means
@@ -154,6 +170,7 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.K
 			return Result{}, fmt.Errorf("rotation: not editing: %w", err)
 		}
 	}
+	vouched := o.vouches(cur)
 	ks := cur.Clone()
 	res, err := fn(ks, kek)
 	if errors.Is(err, errNoChange) {
@@ -163,13 +180,15 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.K
 	if err != nil {
 		return Result{}, err
 	}
-	ks.Version = cur.Version + 1
+	ks.Follow(cur)
 	signer := kek
 	if res.signer != nil {
 		signer = res.signer
 		defer closeKEK(signer)
 	}
-	ks.Refresh(o.now())
+	if w := renew(ks, cur, vouched, o.now()); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
 	if err := ks.Authenticate(ctx, signer); err != nil {
 		return Result{}, err
 	}
@@ -178,6 +197,28 @@ func edit(ctx context.Context, location string, o *Options, fn func(ks *keyset.K
 	}
 	res.Keyset, res.signer = ks, nil
 	return res, nil
+}
+
+// vouches reports whether the editor o configures knows that cur is the
+// newest keyset it can be: see Options.Vouch.
+func (o *Options) vouches(cur *keyset.Keyset) bool {
+	return o != nil && (o.Loader != nil || o.Current || o.AllowStale || o.Vouch != nil && o.Vouch(cur))
+}
+
+// renew sets the expiry of ks, an edit of cur: now plus the window if the
+// editor vouched for cur; otherwise cur's expiry, never later than now
+// plus the window, and a warning saying so. A window turned on by this
+// edit starts now: the keyset had no bound to keep.
+func renew(ks, cur *keyset.Keyset, vouched bool, now time.Time) string {
+	ks.Refresh(now)
+	if vouched || ks.Policy.Freshness == 0 || cur.Expires.IsZero() || !cur.Expires.Before(ks.Expires) {
+		return ""
+	}
+	ks.Expires = cur.Expires
+	return fmt.Sprintf("keyset %s still expires at %s: this editor has no record of the keyset (no Loader, no sealctl record), "+
+		"so it cannot tell a copy rolled back inside the freshness window from the newest, and does not renew it; "+
+		"a scheduler given its instance's Loader, or sealctl with its record, renews it (sealctl refresh; docs/KEYSET.md, \"Trust\")",
+		ks.ID, ks.Expires.Format(time.RFC3339))
 }
 
 // errNoChange, from an edit's function, ends the edit without a write

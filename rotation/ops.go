@@ -215,13 +215,26 @@ func Rewrap(ctx context.Context, location, newKEK string, o *Options) (Result, e
 	})
 }
 
+// ErrUnvouched reports a refresh by an editor that cannot tell the keyset
+// it read from a copy rolled back inside the freshness window: no Loader,
+// no record of the keyset (Options.Vouch), no Options.Current. Renewing
+// such a copy would keep it loadable on fresh instances for good.
+var ErrUnvouched = errors.New("rotation: this editor cannot tell whether the keyset is the newest")
+
 // Refresh rewrites the keyset unchanged but for its version and a new
 // expiry (now plus the policy's freshness window), so that it keeps
-// loading; the Scheduler does it on its own. Edits refresh too.
+// loading; the Scheduler does it on its own. Edits by an editor that
+// vouches for the keyset refresh too. Refresh by an editor that does not
+// (Options.Vouch) fails with ErrUnvouched and writes nothing.
 func Refresh(ctx context.Context, location string, o *Options) (Result, error) {
 	return editRetry(ctx, location, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
 		if ks.Policy.Freshness == 0 {
 			return Result{}, fmt.Errorf("rotation: keyset %s has no freshness window; there is nothing to refresh", ks.ID)
+		}
+		if !o.vouches(ks) {
+			return Result{}, fmt.Errorf("%w: not refreshing keyset %s version %d: it has no Loader, no record of the keyset and no operator's word "+
+				"(Options.Current, sealctl refresh --current) that this is the newest copy, and renewing a copy rolled back inside the window "+
+				"would keep it loadable; check the version against a running instance (its /healthz) first", ErrUnvouched, ks.ID, ks.Version)
 		}
 		return Result{}, nil
 	})
@@ -235,11 +248,13 @@ func usable(ks *keyset.Keyset, now time.Time) error {
 	return nil
 }
 
-// Upgrade rewrites a keyset in format version 2 as format version 3, at
-// the next version, after checking its authentication under Options.KEK
-// (which must be the KEK the keyset names). The data keys and their
-// wrapping do not change, so no token breaks; the keyset gains the
-// default freshness window (docs/KEYSET.md).
+// Upgrade rewrites a keyset in format version 2 or 3 as format version 4,
+// at the next version, after checking its authentication under
+// Options.KEK (which must be the KEK the keyset names). The data keys and
+// their wrapping do not change, so no token breaks; the keyset gains a
+// history and the record of its retired keys, and a version-2 keyset the
+// default freshness window (docs/KEYSET.md). The expiry is renewed only
+// by an editor that vouches for the keyset (Options.Vouch).
 func Upgrade(ctx context.Context, location string, o *Options) (Result, error) {
 	lo := o.loadOptions()
 	s, err := keyset.OpenStore(ctx, location, lo)
@@ -264,15 +279,22 @@ func Upgrade(ctx context.Context, location string, o *Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (in %s)", err, s)
 	}
-	// The upgraded keyset meets every check an edit makes: an old
-	// version-2 copy put back in the store after the fleet moved to
-	// version 3 is a rollback, and upgrading it would launder it.
+	// The upgraded keyset meets every check an edit makes, the old
+	// document's expiry included (the upgrade keeps it): an old copy put
+	// back in the store after the fleet moved on is a rollback, and
+	// upgrading it would launder it.
 	if err := o.check(ks, location); err != nil {
 		return Result{}, err
 	}
 	if o != nil && o.Check != nil {
 		if err := o.Check(ks); err != nil {
 			return Result{}, fmt.Errorf("rotation: not upgrading: %w", err)
+		}
+	}
+	if o.vouches(ks) && ks.Policy.Freshness != 0 {
+		ks.Refresh(o.now())
+		if err := ks.Authenticate(ctx, kek); err != nil {
+			return Result{}, err
 		}
 	}
 	if _, err := keyset.Write(ctx, s, ks, rev); err != nil {

@@ -211,7 +211,7 @@ func TestStaleEditConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := ks.Clone()
-	stale.Version = 2
+	stale.Follow(ks)
 	if err := keyset.WriteFile(ctx, path, stale); !errors.Is(err, keyset.ErrConflict) {
 		t.Fatalf("stale edit: %v, want ErrConflict", err)
 	}

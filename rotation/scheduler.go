@@ -34,23 +34,28 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	last  Status
-	floor map[string]uint64 // the highest version read or written, per keyset id
+	floor map[string]keyset.Link // the newest version read or written, per keyset id
 }
 
 // checkFloor refuses a keyset older than one this scheduler read or wrote
-// before, and raises the floor to it otherwise: a store rolled back to an
-// old copy is not edited, and so never authenticated again at a new
-// version, even by a scheduler that runs without a Loader.
+// before, or one that does not descend from it (a fork), and raises the
+// floor to it otherwise: a store rolled back to an old copy, or such a
+// copy edited by another, is not edited, and so never authenticated
+// again at a new version, even by a scheduler that runs without a Loader.
 func (s *Scheduler) checkFloor(ks *keyset.Keyset) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if v := s.floor[ks.ID]; ks.Version < v {
-		return fmt.Errorf("%w: keyset %s is at version %d; this scheduler saw version %d", keyset.ErrRollback, ks.ID, ks.Version, v)
+	v, ok := s.floor[ks.ID]
+	if ok && ks.Version < v.Version {
+		return fmt.Errorf("%w: keyset %s is at version %d; this scheduler saw version %d", keyset.ErrRollback, ks.ID, ks.Version, v.Version)
+	}
+	if ok && !ks.Extends(v.Version, v.Tag) {
+		return fmt.Errorf("%w: keyset %s version %d does not descend from version %d, which this scheduler saw", keyset.ErrFork, ks.ID, ks.Version, v.Version)
 	}
 	if s.floor == nil {
-		s.floor = map[string]uint64{}
+		s.floor = map[string]keyset.Link{}
 	}
-	s.floor[ks.ID] = ks.Version
+	s.floor[ks.ID] = keyset.Link{Version: ks.Version, Tag: ks.Auth.Tag}
 	return nil
 }
 

@@ -64,7 +64,7 @@ func writeWith(t *testing.T, path string, ks *keyset.Keyset, o *Options) {
 		t.Fatal(err)
 	}
 	prev := ks.Version
-	ks.Version++
+	ks.Follow(ks.Clone())
 	ks.Refresh(o.now())
 	if err := ks.Authenticate(ctx, kek); err != nil {
 		t.Fatal(err)

@@ -31,11 +31,15 @@ var excludedArgs = []string{"_meta", "inputResponses", "requestState"}
 // ArgsOptions bound the arguments a digest accepts. The zero value means
 // DefaultMaxArgsBytes and DefaultMaxArgsDepth.
 type ArgsOptions struct {
-	// MaxBytes bounds the length of the arguments as received.
+	// MaxBytes bounds the length of the arguments as received. 0 means
+	// DefaultMaxArgsBytes; a negative bound makes Digest fail with another
+	// error than ErrArguments.
 	MaxBytes int
 	// MaxDepth bounds the nesting of objects and arrays; the arguments
-	// object itself is depth 1. It is at most MaxArgsDepthLimit: Digest
-	// fails with another error than ErrArguments if it is larger.
+	// object itself is depth 1, and an empty array or object counts as a
+	// level. 0 means DefaultMaxArgsDepth. It is at most MaxArgsDepthLimit:
+	// Digest fails with another error than ErrArguments if it is larger
+	// or negative.
 	MaxDepth int
 }
 
@@ -73,14 +77,16 @@ func (o ArgsOptions) AppendDigest(dst, args []byte) ([]byte, error) {
 
 func (o ArgsOptions) sum(args []byte) (sum [sha256.Size]byte, err error) {
 	lim := canonjson.Limits{MaxBytes: o.MaxBytes, MaxDepth: o.MaxDepth}
-	if lim.MaxBytes <= 0 {
+	// A bound outside its range is a configuration error, never clamped:
+	// every implementation must refuse the same inputs (docs/FORMAT.md).
+	if lim.MaxBytes < 0 || lim.MaxDepth < 0 || lim.MaxDepth > MaxArgsDepthLimit {
+		return sum, fmt.Errorf("stateseal: ArgsOptions bounds %d bytes, depth %d: outside [0, ...] and [0, %d]", lim.MaxBytes, lim.MaxDepth, MaxArgsDepthLimit)
+	}
+	if lim.MaxBytes == 0 {
 		lim.MaxBytes = DefaultMaxArgsBytes
 	}
-	if lim.MaxDepth <= 0 {
+	if lim.MaxDepth == 0 {
 		lim.MaxDepth = DefaultMaxArgsDepth
-	}
-	if lim.MaxDepth > MaxArgsDepthLimit {
-		return sum, fmt.Errorf("stateseal: ArgsOptions.MaxDepth %d is over %d", lim.MaxDepth, MaxArgsDepthLimit)
 	}
 	buf := canonBufs.Get().(*[]byte)
 	defer canonBufs.Put(buf)

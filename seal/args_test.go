@@ -99,8 +99,10 @@ func TestArgsDepthBound(t *testing.T) {
 	if _, err := o.Digest(nest(MaxArgsDepthLimit + 1)); !errors.Is(err, canonjson.ErrTooDeep) {
 		t.Errorf("depth %d: %v, want too deep", MaxArgsDepthLimit+1, err)
 	}
-	o.MaxDepth++
-	if _, err := o.Digest([]byte(`{}`)); err == nil || errors.Is(err, ErrArguments) {
-		t.Errorf("MaxDepth %d: %v, want a configuration error", o.MaxDepth, err)
+	// Bounds outside their ranges are refused, never clamped.
+	for _, bad := range []ArgsOptions{{MaxDepth: MaxArgsDepthLimit + 1}, {MaxDepth: -1}, {MaxBytes: -1}} {
+		if _, err := bad.Digest([]byte(`{}`)); err == nil || errors.Is(err, ErrArguments) {
+			t.Errorf("%+v: %v, want a configuration error", bad, err)
+		}
 	}
 }

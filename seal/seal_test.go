@@ -145,10 +145,26 @@ func TestOptionsValidated(t *testing.T) {
 		"negative skew":    {Skew: -time.Second},
 		"huge skew":        {Skew: time.Hour},
 		"tiny max length":  {MaxTokenLen: 10},
+		"max length 70":    {MaxTokenLen: 70},
+		"negative length":  {MaxTokenLen: -1},
+		"skew over 600s":   {Skew: MaxSkew + time.Second},
+		"default over 1h":  {DefaultTTL: 2 * time.Hour},
 		"default under 1s": {DefaultTTL: time.Millisecond},
 	} {
 		if _, err := New(ring, o); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+	// Each range's ends are accepted: refused outside, never clamped.
+	for name, o := range map[string]*Options{
+		"max length 71": {MaxTokenLen: 71},
+		"max TTL 1s":    {MaxTTL: time.Second, DefaultTTL: time.Second},
+		"max TTL limit": {MaxTTL: MaxTTLLimit},
+		"skew 600s":     {Skew: MaxSkew},
+		"no skew":       {Skew: NoSkew},
+	} {
+		if _, err := New(ring, o); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	if _, err := New(nil, nil); err == nil {

@@ -94,9 +94,10 @@ type jmember struct {
 }
 
 type jparser struct {
-	d *dmodel
-	s []byte
-	i int
+	d     *dmodel
+	s     []byte
+	i     int
+	depth int // of the object or array being read
 }
 
 func (p *jparser) ws() {
@@ -135,6 +136,8 @@ func (p *jparser) value() (*jvalue, bool) {
 
 func (p *jparser) object() (*jvalue, bool) {
 	v := &jvalue{kind: '{'}
+	p.depth++
+	defer func() { p.depth-- }()
 	p.i++
 	p.ws()
 	if p.peek() == '}' {
@@ -155,7 +158,12 @@ func (p *jparser) object() (*jvalue, bool) {
 		}
 		p.i++
 		p.ws()
-		val, ok := p.value()
+		var val *jvalue
+		if p.depth == 1 && p.d.m("protocol-values-syntax-unchecked") && slices.Contains(protocolMembers, name) {
+			val, ok = p.skip()
+		} else {
+			val, ok = p.value()
+		}
 		if !ok {
 			return nil, false
 		}
@@ -176,6 +184,33 @@ func (p *jparser) object() (*jvalue, bool) {
 			return nil, false
 		}
 	}
+}
+
+// skip passes over a value without reading it, as a reader that skips
+// the protocol members' values would: brackets balanced outside strings,
+// anything else accepted. It returns null.
+func (p *jparser) skip() (*jvalue, bool) {
+	level, inString := 0, false
+	for ; p.i < len(p.s); p.i++ {
+		c := p.s[p.i]
+		switch {
+		case inString && c == '\\':
+			p.i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			level++
+		case c == '}' || c == ']':
+			if level == 0 {
+				return &jvalue{kind: 'n'}, true
+			}
+			level--
+		case c == ',' && level == 0:
+			return &jvalue{kind: 'n'}, true
+		}
+	}
+	return nil, false
 }
 
 func (p *jparser) array() (*jvalue, bool) {
@@ -232,12 +267,15 @@ func (p *jparser) str() (val, raw string, ok bool) {
 			p.i += n
 		case c < 0x20 && !p.d.m("raw-control-characters"):
 			return "", "", false
+		case p.d.m("encoded-surrogates-accepted") && c == 0xED && p.i+2 < len(p.s) && p.s[p.i+1] >= 0xA0:
+			b.WriteRune(unicode.ReplacementChar)
+			p.i += 3
 		default:
 			r, n := utf8.DecodeRune(p.s[p.i:])
 			if r == utf8.RuneError && n == 1 {
 				return "", "", false
 			}
-			if p.d.m("noncharacters-refused") && nonchar(r) {
+			if p.d.m("noncharacters-refused") && nonchar(r) || p.d.m("raw-del-and-c1-refused") && 0x7F <= r && r <= 0x9F {
 				return "", "", false
 			}
 			b.WriteRune(r)
@@ -262,6 +300,9 @@ func (p *jparser) escape() (rune, int) {
 			return 0, false
 		}
 		n, err := strconv.ParseUint(string(h[:4]), 16, 16)
+		if p.d.m("upper-hex-input-refused") && bytes.ContainsAny(h[:4], "ABCDEF") {
+			return 0, false
+		}
 		return rune(n), err == nil && !bytes.ContainsAny(h[:4], "+-_")
 	}
 	if e[1] != 'u' {
@@ -353,10 +394,14 @@ func (d *dmodel) check(v *jvalue, depth int, inProtocol bool) bool {
 	switch v.kind {
 	case '{', '[':
 		limit := d.maxDepth
-		if d.m("depth-from-zero") {
+		switch {
+		case d.m("depth-from-zero"):
 			limit++
+		case d.m("depth-hard-cap-1000"):
+			limit = min(limit, 1000)
 		}
-		if depth > limit && !d.m("no-depth-limit") && !unchecked("depth") {
+		empty := len(v.members) == 0 && len(v.elems) == 0
+		if depth > limit && !d.m("no-depth-limit") && !unchecked("depth") && !(empty && d.m("empty-containers-no-level")) {
 			return false
 		}
 	case '0':
@@ -668,6 +713,9 @@ var digestMutations = []string{
 	"escape-del-and-c1", "html-escapes", "escape-solidus", "escape-line-separators", "ascii-escapes",
 	"exponent-from-1e16", "exponent-below-1e-4", "exponent-without-plus", "minus-zero-kept",
 	"null-before-size", "object-before-trim",
+	// Readings no vector caught before the vectors for issue 25.
+	"protocol-values-syntax-unchecked", "encoded-surrogates-accepted", "raw-del-and-c1-refused",
+	"upper-hex-input-refused", "empty-containers-no-level", "depth-hard-cap-1000",
 }
 
 // FuzzDigestModel: the package and the model agree on every input: both

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stateseal/stateseal/internal/envelope"
 	"github.com/stateseal/stateseal/internal/keymaterial"
@@ -38,7 +39,7 @@ func vkey(label string, alg keyring.Algorithm) keyring.Key {
 // sealAt are the sealer's settings of most vectors: at iat, a requested
 // ttl in milliseconds, a default TTL of 600 s and a maximum of 7200 s.
 func sealAt(ttlMillis int64) vectorSeal {
-	return vectorSeal{NowMillis: iat * 1000, TTLMillis: ttlMillis, DefaultTTL: 600, MaxTTL: 7200, MaxTokenLen: DefaultMaxTokenLen}
+	return vectorSeal{NowMillis: iat * 1000, TTLMillis: ttlMillis, DefaultTTL: 600, MaxTTL: i64(7200), MaxTokenLen: DefaultMaxTokenLen}
 }
 
 const (
@@ -82,7 +83,7 @@ func writeVectors(t *testing.T) {
 		Audience: "https://mcp.example.test", Session: "conv-42", ArgsDigest: args, Context: []byte{0, 1, 2, 0xff}}
 	prompt := Binding{Method: "prompts/get", Target: "test_input_required_result_prompt", Principal: "bob"}
 	large := bytes.Repeat([]byte("0123456789abcdef"), 256) // 4 KiB
-	g := &gen{t: t, check: vectorCheck{NowMillis: (iat + 60) * 1000, MaxTTL: 3600, Skew: 30, MaxTokenLen: DefaultMaxTokenLen}}
+	g := &gen{t: t, check: vectorCheck{NowMillis: (iat + 60) * 1000, MaxTTL: i64(3600), Skew: i64(30), MaxTokenLen: DefaultMaxTokenLen}}
 	flipLast := func(r []byte) []byte { r[len(r)-1] ^= 1; return r }
 
 	macSmall := g.ok("mac-tool", "MAC envelope bound to a tool and a principal", macKey, tool, []byte(`{"step":2,"fare":"F12"}`), 300_000)
@@ -98,7 +99,7 @@ func writeVectors(t *testing.T) {
 	// The sealer's side: the default, the cap, rounding up.
 	g.ok("mac-ttl-default", "ttl 0 seals with the sealer's default TTL (600 s)", macKey, tool, []byte("d"), 0)
 	capped := sealAt(7_200_000)
-	capped.MaxTTL = 3600
+	capped.MaxTTL = i64(3600)
 	g.vs = append(g.vs, makeVector(t, "aead-ttl-capped", "ttl 2 h against the sealer's 1 h maximum seals for 1 h; the opener's maximum is 1 h too: a lifetime equal to the maximum opens",
 		[]keyring.Key{aeadKey}, tool, []byte("c"), capped, g.check))
 	g.ok("mac-ttl-rounded-up", "ttl 90.5 s seals for 91 s: lifetimes round up to whole seconds", macKey, tool, []byte("r"), 90_500)
@@ -244,6 +245,8 @@ func writeVectors(t *testing.T) {
 	g.okKeys("seal-tie-listed-last", "three keys activated in the same second: the one listed last seals (not the first, nor the highest or lowest id)", tie, tool)
 	g.notSealed("seal-no-primary", "the only active key activates after now: nothing seals", []keyring.Key{pending}, tool, []byte("k"), sealAt(300_000))
 
+	g.limitVectors(macKey, aeadKey, tool, older)
+
 	out, err := json.MarshalIndent(vectorFile{
 		Format:      "stateseal v1",
 		Note:        "Keys and nonces are derived test values (SHA-256 of a label). Never use them for anything else. See docs/FORMAT.md.",
@@ -309,8 +312,12 @@ func makeVector(t *testing.T, name, comment string, keys []keyring.Key, b Bindin
 }
 
 func bindJSON(b Binding) vectorBind {
-	return vectorBind{Method: b.Method, Target: b.Target, Principal: b.Principal, Audience: b.Audience,
+	vb := vectorBind{Method: b.Method, Target: b.Target, Principal: b.Principal, Audience: b.Audience,
 		Session: b.Session, ArgsDigest: hex.EncodeToString(b.ArgsDigest), Context: hex.EncodeToString(b.Context)}
+	if !utf8.ValidString(b.Principal) {
+		vb.Principal, vb.PrincipalHex = "", hex.EncodeToString([]byte(b.Principal))
+	}
+	return vb
 }
 
 // notSealed adds a vector whose sealer, holding keys, refuses to seal.
@@ -346,7 +353,7 @@ func (g *gen) handMAC(name, comment string, k keyring.Key, b Binding, payload []
 func vectorSealer(t *testing.T, keys []keyring.Key, vs vectorSeal) *Sealer {
 	t.Helper()
 	at := time.UnixMilli(vs.NowMillis)
-	s, err := New(newRing(t, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: time.Duration(vs.MaxTTL) * time.Second, DefaultTTL: time.Duration(vs.DefaultTTL) * time.Second, MaxTokenLen: vs.MaxTokenLen})
+	s, err := New(policyRing(t, vs.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(vs.MaxTTL), DefaultTTL: time.Duration(vs.DefaultTTL) * time.Second, MaxTokenLen: vs.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,10 +108,12 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 	if alg != map[byte]string{1: "mac", 2: "aead"}[raw[0]] {
 		return "invalid", nil
 	}
+	maxTTL := modelLimit(v.Open.MaxTTL, 3600, v.Open.Policy, false, mut)
+	skew := modelLimit(v.Open.Skew, 30, v.Open.Policy, true, mut)
 	times := binary.BigEndian.Uint64(raw[5:13])
 	iat, life := int64(times>>24), int64(times&(1<<24-1))
 	lifetimeCheck := func() string {
-		if life > v.Open.MaxTTL && !m("no-lifetime-check") || m("lifetime-at-max-refused") && life >= v.Open.MaxTTL ||
+		if life > maxTTL && !m("no-lifetime-check") || m("lifetime-at-max-refused") && life >= maxTTL ||
 			m("lifetime-zero-refused") && life == 0 {
 			return "invalid"
 		}
@@ -119,11 +121,11 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 	}
 	clockCheck := func() string {
 		switch {
-		case iat-v.Open.Skew > now && !m("no-skew-not-yet-valid"), m("no-skew-not-yet-valid") && iat > now:
+		case iat-skew > now && !m("no-skew-not-yet-valid"), m("no-skew-not-yet-valid") && iat > now:
 			return "not_yet_valid"
 		case m("no-skew-expiry") && now >= iat+life,
-			m("expiry-inclusive") && now > iat+life+v.Open.Skew,
-			!m("no-skew-expiry") && !m("expiry-inclusive") && now >= iat+life+v.Open.Skew:
+			m("expiry-inclusive") && now > iat+life+skew,
+			!m("no-skew-expiry") && !m("expiry-inclusive") && now >= iat+life+skew:
 			return "expired"
 		}
 		return ""
@@ -140,6 +142,9 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 		}
 	}
 	// 6. Authentication under header ‖ binding.
+	if n := len(v.Binding.ArgsDigest) / 2; m("digest-must-be-32") && n != 0 && n != 32 {
+		return "invalid", nil
+	}
 	ad := modelAD(t, v, raw[:13], mut)
 	if v.AD != "" && mut == "" && hex.EncodeToString(ad) != v.AD {
 		t.Errorf("%s: the model's associated data %x, the vector's %s", v.Name, ad, v.AD)
@@ -165,6 +170,40 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 		return r, nil
 	}
 	return "ok", payload
+}
+
+// modelLimit is the maximum TTL or the skew in force: the keyset's policy
+// value, or the smaller of it and the server's where the server sets one;
+// without a keyset the server's, or the default.
+func modelLimit(server *int64, def int64, p *vectorPolicy, skew bool, mut string) int64 {
+	m := func(name string) bool { return mut == name }
+	if server != nil && skew && *server == 0 && m("server-zero-skew-as-unset") {
+		server = nil
+	}
+	if p == nil || m("policy-ignored") {
+		if server == nil {
+			return def
+		}
+		return *server
+	}
+	pv := p.MaxTTL
+	if skew {
+		pv = p.Skew
+		if pv == 0 && m("policy-skew-zero-as-default") {
+			pv = def
+		}
+	}
+	switch {
+	case server == nil && m("policy-default-as-server-value"):
+		return min(def, pv)
+	case server == nil, m("policy-overrides-server"):
+		return pv
+	case m("policy-server-wins"):
+		return *server
+	case m("policy-larger-wins"):
+		return max(*server, pv)
+	}
+	return min(*server, pv)
 }
 
 func floorDiv(a, b int64) int64 {
@@ -193,10 +232,15 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	case ttl < 0:
 		return "", false
 	}
+	maxTTL := modelLimit(vs.MaxTTL, 3600, vs.Policy, false, mut)
 	if ttl == 0 {
 		ttl = vs.DefaultTTL * 1000
+		if !m("default-ttl-uncapped") {
+			ttl = min(ttl, maxTTL*1000)
+		}
+	} else {
+		ttl = min(ttl, maxTTL*1000)
 	}
-	ttl = min(ttl, vs.MaxTTL*1000)
 	life := (ttl + 999) / 1000
 	switch {
 	case m("ttl-half-up"):
@@ -204,7 +248,7 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	case m("ttl-floor"):
 		life = ttl / 1000
 	}
-	// now, in whole seconds, rounded down.
+	// now, in whole seconds, rounded down, within the header's 40 bits.
 	now := floorDiv(vs.NowMillis, 1000)
 	switch {
 	case m("seal-now-ceil"):
@@ -212,12 +256,19 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	case m("seal-now-rounded"):
 		now = floorDiv(vs.NowMillis+500, 1000)
 	}
+	switch {
+	case m("seal-clock-unchecked"):
+	case m("seal-clock-max-exclusive") && now >= 1<<40-1, m("seal-clock-upper-only") && now > 1<<40-1:
+		return "", false
+	case now < 0 && !m("seal-clock-upper-only"), now > 1<<40-1:
+		return "", false
+	}
 	// The primary key: active, activated at or before now, the latest
 	// activation; of equal ones, the one listed last.
 	var primary *vectorKey
 	for i := range vs.Keys {
 		k := &vs.Keys[i]
-		if k.State != "active" && !m("seal-decrypt-only-seals") || k.State == "retired" {
+		if k.State != "active" && !m("seal-decrypt-only-seals") && !m("seal-retired-seals") || k.State == "retired" && !m("seal-retired-seals") {
 			continue
 		}
 		switch {
@@ -270,6 +321,9 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	id := unhex(t, primary.ID)
 	header = append(header, id...)
 	header = binary.BigEndian.AppendUint64(header, uint64(now)<<24|uint64(life))
+	if n := len(v.Binding.ArgsDigest) / 2; m("digest-must-be-32") && n != 0 && n != 32 {
+		return "", false
+	}
 	ad := modelAD(t, v, header, mut)
 	key := unhex(t, primary.Material)
 	env := append([]byte(nil), header...)
@@ -307,14 +361,21 @@ func modelBinding(t *testing.T, v vector, mut string) []byte {
 		if mut == "binding-nfc" {
 			s = composeAcute.Replace(s)
 		}
+		if mut == "binding-invalid-utf8-replaced" {
+			s = strings.ToValidUTF8(s, "\uFFFD")
+		}
 		return []byte(s)
 	}
-	fields := [][]byte{str(v.Binding.Method), str(v.Binding.Target), str(v.Binding.Principal),
+	fields := [][]byte{str(v.Binding.Method), str(v.Binding.Target), str(v.Binding.principal(t)),
 		str(v.Binding.Audience), str(v.Binding.Session), digest, unhex(t, v.Binding.Context)}
 	length := func(b []byte, n int) []byte {
 		switch mut {
 		case "one-byte-lengths":
 			return append(b, byte(n))
+		case "varint-threshold-256":
+			if n < 256 {
+				return append(b, byte(n))
+			}
 		case "varint-high-group-first":
 			var groups []byte
 			for groups = []byte{byte(n & 0x7f)}; n >= 0x80; groups = append(groups, byte(n&0x7f)|0x80) {
@@ -446,4 +507,9 @@ var tokenMutations = []string{
 	"seal-earliest-key", "seal-last-listed", "seal-ignores-activation", "seal-activation-exclusive",
 	"seal-decrypt-only-seals", "seal-tie-first-listed", "seal-tie-highest-id", "seal-tie-lowest-id",
 	"encoding-before-length",
+	// Readings no vector caught before the vectors for issue 25.
+	"policy-ignored", "policy-server-wins", "policy-larger-wins", "policy-overrides-server",
+	"policy-default-as-server-value", "default-ttl-uncapped", "policy-skew-zero-as-default",
+	"server-zero-skew-as-unset", "varint-threshold-256", "seal-retired-seals", "seal-clock-unchecked", "seal-clock-max-exclusive",
+	"seal-clock-upper-only", "binding-invalid-utf8-replaced", "digest-must-be-32",
 }

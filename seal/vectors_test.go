@@ -52,13 +52,16 @@ type vectorKey struct {
 }
 
 type vectorBind struct {
-	Method     string `json:"method"`
-	Target     string `json:"target"`
-	Principal  string `json:"principal"`
-	Audience   string `json:"audience"`
-	Session    string `json:"session"`
-	ArgsDigest string `json:"args_digest"` // hex: bound as raw bytes
-	Context    string `json:"context"`     // hex: bound as raw bytes
+	Method    string `json:"method"`
+	Target    string `json:"target"`
+	Principal string `json:"principal"`
+	// PrincipalHex, instead of Principal, when the principal's bytes are
+	// not UTF-8.
+	PrincipalHex string `json:"principal_hex,omitempty"`
+	Audience     string `json:"audience"`
+	Session      string `json:"session"`
+	ArgsDigest   string `json:"args_digest"` // hex: bound as raw bytes
+	Context      string `json:"context"`     // hex: bound as raw bytes
 }
 
 // vectorSeal is the sealer's side of a vector: at now (Unix
@@ -67,20 +70,22 @@ type vectorBind struct {
 // with the keyset keys (in keyset order) and this nonce (AEAD), seals the
 // payload to the token, or refuses (not_sealed).
 type vectorSeal struct {
-	NowMillis   int64       `json:"now_ms"`
-	TTLMillis   int64       `json:"ttl_ms"`
-	DefaultTTL  int64       `json:"default_ttl"`
-	MaxTTL      int64       `json:"max_ttl"`
-	MaxTokenLen int         `json:"max_token_len"`
-	Keys        []vectorKey `json:"keys"`
-	Nonce       string      `json:"nonce,omitempty"` // hex
+	NowMillis   int64         `json:"now_ms"`
+	TTLMillis   int64         `json:"ttl_ms"`
+	DefaultTTL  int64         `json:"default_ttl"`
+	MaxTTL      *int64        `json:"max_ttl"` // null: the server sets none
+	MaxTokenLen int           `json:"max_token_len"`
+	Policy      *vectorPolicy `json:"policy,omitempty"` // the keyset's, if the keys come from one
+	Keys        []vectorKey   `json:"keys"`
+	Nonce       string        `json:"nonce,omitempty"` // hex
 }
 
 type vectorCheck struct {
-	NowMillis   int64 `json:"now_ms"` // Unix milliseconds
-	MaxTTL      int64 `json:"max_ttl"`
-	Skew        int64 `json:"skew"`
-	MaxTokenLen int   `json:"max_token_len"` // bytes of the token as sent
+	NowMillis   int64         `json:"now_ms"`           // Unix milliseconds
+	MaxTTL      *int64        `json:"max_ttl"`          // null: the server sets none
+	Skew        *int64        `json:"skew"`             // null: the server sets none
+	MaxTokenLen int           `json:"max_token_len"`    // bytes of the token as sent
+	Policy      *vectorPolicy `json:"policy,omitempty"` // the keyset's, if the keys come from one
 }
 
 var expectErr = map[string]error{
@@ -159,7 +164,11 @@ func (v *vector) opener(t *testing.T) (*Sealer, Binding) {
 	k := v.Key.parse(t)
 	filler := vkey("filler", keyring.AEAD)
 	now := time.UnixMilli(v.Open.NowMillis)
-	s, err := New(newRing(t, k, filler), &Options{Now: func() time.Time { return now }, MaxTTL: time.Duration(v.Open.MaxTTL) * time.Second, DefaultTTL: time.Second, Skew: time.Duration(v.Open.Skew) * time.Second, MaxTokenLen: v.Open.MaxTokenLen})
+	o := &Options{Now: func() time.Time { return now }, MaxTTL: seconds(v.Open.MaxTTL), DefaultTTL: time.Second, Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
+	if o.Skew == 0 && v.Open.Skew != nil {
+		o.Skew = NoSkew
+	}
+	s, err := New(policyRing(t, v.Open.Policy, k, filler), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +198,7 @@ func (k vectorKey) parse(t *testing.T) keyring.Key {
 
 func (v *vector) binding(t *testing.T) Binding {
 	return Binding{
-		Method: v.Binding.Method, Target: v.Binding.Target, Principal: v.Binding.Principal,
+		Method: v.Binding.Method, Target: v.Binding.Target, Principal: v.Binding.principal(t),
 		Audience: v.Binding.Audience, Session: v.Binding.Session,
 		ArgsDigest: unhex(t, v.Binding.ArgsDigest), Context: unhex(t, v.Binding.Context),
 	}
@@ -214,7 +223,7 @@ func (v *vector) seal(t *testing.T, b Binding) (sealed, error) {
 		keys = append(keys, k.parse(t))
 	}
 	at := time.UnixMilli(v.Seal.NowMillis)
-	s, err := New(newRing(t, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: time.Duration(v.Seal.MaxTTL) * time.Second, DefaultTTL: time.Duration(v.Seal.DefaultTTL) * time.Second, MaxTokenLen: v.Seal.MaxTokenLen})
+	s, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: time.Duration(v.Seal.DefaultTTL) * time.Second, MaxTokenLen: v.Seal.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func seenImport(ks *keyset.Keyset) error {
 
 // importInto writes data into location and reports it.
 func (p *paths) importInto(cmd *cobra.Command, location string, data []byte, asVersion uint64) (rotation.Result, error) {
-	res, err := rotation.Import(cmd.Context(), location, data, &rotation.ImportOptions{AsVersion: asVersion, Check: seenImport}, p.options())
+	res, err := rotation.Import(cmd.Context(), location, data, &rotation.ImportOptions{AsVersion: asVersion, Check: seenImport, Seen: seenLink}, p.options())
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !stores.IsURL(location) {
 			err = fmt.Errorf("%w (a relative local KEK is found beside each keyset file: put the KEK file beside %s too, or use an absolute KEK path)", err, location)

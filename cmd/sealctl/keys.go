@@ -323,14 +323,14 @@ func newRewrap(p *paths) *cobra.Command {
 }
 
 func newRefresh(p *paths) *cobra.Command {
-	var stale bool
+	var stale, current bool
 	cmd := &cobra.Command{
-		Use:   "refresh [--stale]",
+		Use:   "refresh [--stale] [--current]",
 		Short: "Rewrite the keyset unchanged to renew its expiry (the scheduler does it on its own)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := p.options()
-			o.AllowStale = stale
+			o.AllowStale, o.Current = stale, current
 			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
 				return rotation.Refresh(cmd.Context(), p.keysetPath(), o)
 			})
@@ -343,6 +343,7 @@ func newRefresh(p *paths) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&stale, "stale", false, "refresh a keyset that has already expired, after checking it is the newest version (not a rollback)")
+	cmd.Flags().BoolVar(&current, "current", false, "refresh a keyset this machine has no record of, after checking it is the newest version (a running instance's /healthz)")
 	return cmd
 }
 

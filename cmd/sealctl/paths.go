@@ -70,7 +70,7 @@ func (p *paths) options() *rotation.Options {
 	// Check runs on the keyset the edit itself read and authenticated, so
 	// a store swapped after sealctl's own check is still held against
 	// the record of what this operator saw.
-	return &rotation.Options{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer, Logger: quiet, Check: checkSeen}
+	return &rotation.Options{KEK: p.kekURL(), KeysetID: p.keysetIDPin(), MinVersion: p.minVer, Logger: quiet, Check: checkSeen, Vouch: vouchSeen}
 }
 
 func (p *paths) loadOptions() *keyset.LoadOptions {

@@ -13,13 +13,19 @@ import (
 
 // The operator's record of the keysets sealctl has seen, like ssh's
 // known_hosts: the highest version of each keyset id and the digest of
-// that version's document. A store rolled back below it, or holding
-// another document at that version (a fork), is reported and not edited.
+// that version's document, and its tag (format 4). A store rolled back
+// below it, or holding a document that does not descend from it (a fork,
+// at any version), is reported and not edited; a keyset that descends
+// from it is one this operator can vouch for, and edits renew its expiry.
 // It lives in $STATESEAL_STATE, else $XDG_STATE_HOME/stateseal/seen.json,
 // else ~/.local/state/stateseal/seen.json.
-type seenRecord map[string]struct {
-	Version uint64 `json:"version"`
-	Digest  string `json:"sha256"`
+type seenRecord map[string]seenEntry
+
+type seenEntry struct {
+	Version uint64   `json:"version"`
+	Digest  string   `json:"sha256"`
+	Tag     string   `json:"tag,omitempty"`
+	Retired []uint32 `json:"retired,omitempty"`
 }
 
 func seenPath() string {
@@ -54,8 +60,37 @@ func digest(ks *keyset.Keyset) string {
 	return hex.EncodeToString(d[:])
 }
 
-// checkSeen refuses a keyset below the version recorded for its id, or a
-// different document at that version.
+// descends reports whether ks is the recorded document or descends from
+// it. A record from before format 4 has no tag: only the same document
+// at the same version is known.
+func (v seenEntry) descends(ks *keyset.Keyset) bool {
+	if tag, err := hex.DecodeString(v.Tag); err == nil && len(tag) == 32 {
+		return ks.Extends(v.Version, tag)
+	}
+	return ks.Version == v.Version && digest(ks) == v.Digest
+}
+
+// seenLink returns the recorded version of keyset id, for a restore to
+// link to (rotation.ImportOptions.Seen).
+func seenLink(id string) (keyset.Link, []uint32, bool) {
+	v, ok := readSeen()[id]
+	tag, err := hex.DecodeString(v.Tag)
+	if !ok || err != nil || len(tag) != 32 {
+		return keyset.Link{}, nil, false
+	}
+	return keyset.Link{Version: v.Version, Tag: tag}, v.Retired, true
+}
+
+// vouchSeen reports whether the record names a version ks descends from:
+// the operator saw this keyset's history before, so an edit of it may
+// renew its expiry (rotation.Options.Vouch).
+func vouchSeen(ks *keyset.Keyset) bool {
+	v, ok := readSeen()[ks.ID]
+	return ok && v.descends(ks)
+}
+
+// checkSeen refuses a keyset below the version recorded for its id, or
+// one that does not descend from the recorded document.
 func checkSeen(ks *keyset.Keyset) error {
 	v, ok := readSeen()[ks.ID]
 	switch {
@@ -66,6 +101,9 @@ func checkSeen(ks *keyset.Keyset) error {
 	case ks.Version == v.Version && digest(ks) != v.Digest:
 		return fmt.Errorf("%w: keyset %s version %d is not the document seen at that version (%s): two writers forked it; find the lost write, then write the keyset that should win at a higher version",
 			keyset.ErrFork, ks.ID, ks.Version, seenPath())
+	case v.Tag != "" && !v.descends(ks):
+		return fmt.Errorf("%w: keyset %s version %d does not descend from version %d, seen before (%s): it was edited from another copy (a rollback or a lost write, extended); restore the newest copy (docs/ROTATION.md, \"Forks\"), or remove the record if this is deliberate",
+			keyset.ErrFork, ks.ID, ks.Version, v.Version, seenPath())
 	}
 	return nil
 }
@@ -81,10 +119,7 @@ func recordSeen(ks *keyset.Keyset) {
 	if v, ok := r[ks.ID]; ok && v.Version > ks.Version {
 		return
 	}
-	r[ks.ID] = struct {
-		Version uint64 `json:"version"`
-		Digest  string `json:"sha256"`
-	}{ks.Version, digest(ks)}
+	r[ks.ID] = seenEntry{ks.Version, digest(ks), hex.EncodeToString(ks.Auth.Tag), ks.RetiredKeys}
 	b, _ := json.MarshalIndent(r, "", "  ")
 	if os.MkdirAll(filepath.Dir(path), 0o700) != nil {
 		return

@@ -17,14 +17,22 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Format is the value of the "format" member of every version-3 keyset.
+// Format is the value of the "format" member of every version-4 keyset.
 // Version 1 had no authentication of its metadata and is not read;
 // version 2 had no freshness and took its KEK's transport settings from
-// the document, and is read only to upgrade it (FormatV2).
-const Format = "stateseal-keyset-v3"
+// the document; version 3 had no history and no record of retired keys.
+// Versions 2 and 3 are read only to upgrade them (FormatV2, FormatV3).
+const Format = "stateseal-keyset-v4"
 
-// FormatV2 is the previous format, read only by an upgrade.
-const FormatV2 = "stateseal-keyset-v2"
+// FormatV3 and FormatV2 are the previous formats, read only by an upgrade.
+const (
+	FormatV3 = "stateseal-keyset-v3"
+	FormatV2 = "stateseal-keyset-v2"
+)
+
+// MaxHistory bounds Doc.History: the links to the versions before a
+// document that a loader can check it descends from.
+const MaxHistory = 32
 
 // WrapDomain starts the associated data of every wrapped key. It keeps the
 // value of format version 2, so an upgrade rewrites no wrapped key.
@@ -42,7 +50,20 @@ type Doc struct {
 	Expires string `json:"expires,omitempty"`
 	Policy  Policy `json:"policy"`
 	Keys    []Key  `json:"keys"`
-	Auth    Auth   `json:"auth"`
+	// History links the document to the ones it was edited from, newest
+	// first: the version and tag of each (format 4).
+	History []Link `json:"history,omitempty"`
+	// RetiredKeys lists, ascending, the id of every key ever retired in
+	// this keyset, listed retired in Keys or pruned since (format 4).
+	RetiredKeys []string `json:"retired_keys,omitempty"`
+	Auth        Auth     `json:"auth"`
+}
+
+// A Link names an earlier document: its version and its auth tag
+// (unpadded base64url of 32 bytes).
+type Link struct {
+	Version uint64 `json:"version"`
+	Tag     string `json:"tag"`
 }
 
 // Policy values are whole seconds.
@@ -96,26 +117,32 @@ type Auth struct {
 // (stores.MaxSize is this bound) refuse it before they transfer a document.
 const MaxSize = 1 << 20
 
-// ErrFormatV2 reports a keyset in the previous format.
-var ErrFormatV2 = errors.New("keyset is in format " + FormatV2 + ", which this version loads only to upgrade it")
+// ErrFormatV2 reports a keyset in a previous format (2 or 3).
+var ErrFormatV2 = errors.New("keyset is in a previous format, which this version loads only to upgrade it")
 
 // Parse decodes a document strictly: member names match exactly (not case
 // -insensitively, as encoding/json would), and a member given twice,
 // unknown members, invalid UTF-8 and data after the object are errors, so
 // that every JSON reader of the file sees what stateseal sees. A document
-// in format version 2 is refused with an error matching ErrFormatV2.
+// in format version 2 or 3 is refused with an error matching ErrFormatV2.
 func Parse(data []byte) (*Doc, error) {
 	return parse(data, Format)
 }
 
-// ParseV2 decodes a document in format version 2, for an upgrade.
-func ParseV2(data []byte) (*Doc, error) {
-	d, err := parse(data, FormatV2)
+// ParseOld decodes a document in format version 2 or 3, for an upgrade.
+func ParseOld(data []byte) (*Doc, error) {
+	d, err := parse(data, FormatV3)
+	if errors.Is(err, ErrFormatV2) {
+		d, err = parse(data, FormatV2)
+		if err == nil && (d.Expires != "" || d.Policy.Freshness != 0) {
+			return nil, errors.New("keyset in format " + FormatV2 + " has members of a later format")
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	if d.Expires != "" || d.Policy.Freshness != 0 {
-		return nil, errors.New("keyset in format " + FormatV2 + " has members of a later format")
+	if d.History != nil || d.RetiredKeys != nil {
+		return nil, fmt.Errorf("keyset in format %s has members of a later format", d.Format)
 	}
 	return d, nil
 }
@@ -136,8 +163,8 @@ func parse(data []byte, format string) (*Doc, error) {
 	case head.Format == nil:
 		return nil, errors.New(`keyset has no "format" member`)
 	case *head.Format == format:
-	case *head.Format == FormatV2:
-		return nil, fmt.Errorf("%w: run 'sealctl upgrade' once, with the keyset's KEK", ErrFormatV2)
+	case *head.Format == FormatV2 || *head.Format == FormatV3:
+		return nil, fmt.Errorf("%w (%s): run 'sealctl upgrade' once, with the keyset's KEK", ErrFormatV2, *head.Format)
 	default:
 		return nil, fmt.Errorf("keyset format %q is not supported (this version reads %q; create a new keyset with sealctl init)", *head.Format, format)
 	}

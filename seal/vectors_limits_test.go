@@ -1,0 +1,146 @@
+package seal
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/keyring"
+)
+
+// vectorPolicy is the part of a keyset's policy that bounds tokens
+// (docs/FORMAT.md, "Limits from a keyset").
+type vectorPolicy struct {
+	MaxTTL int64 `json:"max_ttl_seconds"`
+	Skew   int64 `json:"skew_seconds"`
+}
+
+func i64(n int64) *int64 { return &n }
+
+// seconds is a vector's optional setting as an Options duration: 0, the
+// package's "not set", for null.
+func seconds(n *int64) time.Duration {
+	if n == nil {
+		return 0
+	}
+	return time.Duration(*n) * time.Second
+}
+
+// policyRing is a ring of keys that, with p, reports p as the policy of
+// the keyset they came from.
+func policyRing(t testing.TB, p *vectorPolicy, keys ...keyring.Key) *keyring.Ring {
+	t.Helper()
+	if p == nil {
+		return newRing(t, keys...)
+	}
+	snap, err := keyring.NewSnapshot(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := keyring.DefaultPolicy()
+	pol.MaxTTL, pol.Skew = time.Duration(p.MaxTTL)*time.Second, time.Duration(p.Skew)*time.Second
+	r, err := keyring.NewRing(snap.WithPolicy(pol, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (b vectorBind) principal(t *testing.T) string {
+	if b.PrincipalHex != "" {
+		return string(unhex(t, b.PrincipalHex))
+	}
+	return b.Principal
+}
+
+// limitVectors are the vectors of a keyset's limits, of the sealer's clock
+// range and of binding bytes that are not UTF-8 or not a 32-byte digest.
+func (g *gen) limitVectors(macKey, aeadKey keyring.Key, tool Binding, older keyring.Key) {
+	t := g.t
+	pol := func(maxTTL, skew int64) *vectorPolicy { return &vectorPolicy{maxTTL, skew} }
+	sealWith := func(ttlMillis int64, server *int64, p *vectorPolicy) vectorSeal {
+		vs := sealAt(ttlMillis)
+		vs.MaxTTL, vs.Policy = server, p
+		return vs
+	}
+	openWith := func(now int64, maxTTL, skew *int64, p *vectorPolicy) vectorCheck {
+		c := g.check
+		c.NowMillis, c.MaxTTL, c.Skew, c.Policy = now*1000, maxTTL, skew, p
+		return c
+	}
+	add := func(name, comment string, k keyring.Key, payload string, vs vectorSeal, open vectorCheck) vector {
+		v := makeVector(t, name, comment, []keyring.Key{k}, tool, []byte(payload), vs, open)
+		g.vs = append(g.vs, v)
+		return v
+	}
+	// The keyset's maximum TTL and skew: the smaller of the keyset's and
+	// the server's, or the keyset's where the server sets none.
+	add("policy-max-ttl-capped", "the server's maximum TTL is 7200 s, the keyset's 3600 s: a ttl of 2 h seals for 3600 s, the smaller, and opens under the same settings",
+		macKey, "p1", sealWith(7_200_000, i64(7200), pol(3600, 30)), openWith(iat+60, i64(7200), i64(30), pol(3600, 30)))
+	add("policy-server-tighter", "the server's maximum TTL (1800 s) is below the keyset's (3600 s): a ttl of 2 h seals for 1800 s",
+		aeadKey, "p2", sealWith(7_200_000, i64(1800), pol(3600, 30)), openWith(iat+60, i64(1800), i64(30), pol(3600, 30)))
+	add("policy-above-default", "the server sets neither: the keyset's maximum TTL (7200 s) and skew (60 s) hold, not the defaults (3600 s, 30 s): a ttl of 5400 s seals for 5400 s and opens 45 s after it expires",
+		macKey, "p3", sealWith(5_400_000, nil, pol(7200, 60)), openWith(iat+5400+45, nil, nil, pol(7200, 60)))
+	add("policy-default-ttl-capped", "ttl 0: the default TTL (600 s) is capped at the keyset's maximum (300 s)",
+		macKey, "p4", sealWith(0, nil, pol(300, 30)), openWith(iat+60, nil, nil, pol(300, 30)))
+	hour := makeVector(t, "", "", []keyring.Key{macKey}, tool, []byte("p5"), sealAt(3_600_000), openWith(iat+60, i64(7200), i64(30), nil))
+	g.bad(hour, "policy-lifetime-over-max", "invalid", "authentic, lifetime 3600 s; the opener's server allows 7200 s, its keyset 1800 s: invalid",
+		func(v *vector) { v.Open.Policy = pol(1800, 30) })
+	five := makeVector(t, "", "", []keyring.Key{macKey}, tool, []byte("p6"), sealAt(300_000), g.check)
+	opened := func(name, expect, comment string, now int64, maxTTL, skew *int64, p *vectorPolicy) {
+		if expect == "ok" {
+			v := five
+			v.Name, v.Comment, v.Open = name, comment, openWith(now, maxTTL, skew, p)
+			g.vs = append(g.vs, v)
+			return
+		}
+		g.bad(five, name, expect, comment, func(v *vector) {
+			v.Open = openWith(now, maxTTL, skew, p)
+		})
+	}
+	opened("policy-skew-last-second", "ok", "lifetime 300 s, the keyset's skew 10 s, the server sets none: opened at issued_at + 300 + 9", iat+309, nil, nil, pol(3600, 10))
+	opened("policy-skew-expired", "expired", "lifetime 300 s, the keyset's skew 10 s, the server sets none: expired at issued_at + 300 + 10, not at + 30 (the default)", iat+310, nil, nil, pol(3600, 10))
+	opened("policy-skew-zero-last-second", "ok", "the keyset's skew is 0 (none, not the default): opened at issued_at + 299", iat+299, nil, nil, pol(3600, 0))
+	opened("policy-skew-zero", "expired", "the keyset's skew is 0 (none, not the default): expired at issued_at + 300", iat+300, nil, nil, pol(3600, 0))
+	opened("policy-skew-server-tighter", "expired", "the server's skew 5 s, the keyset's 10 s: expired at issued_at + 300 + 5", iat+305, i64(3600), i64(5), pol(3600, 10))
+	opened("policy-server-skew-zero", "expired", "the server sets a skew of 0 (none), the keyset 10 s: expired at issued_at + 300", iat+300, i64(3600), i64(0), pol(3600, 10))
+
+	// A retired key never seals, though activated last.
+	retired := vkey("retired", keyring.AEAD)
+	retired.State, retired.Activation = keyring.Retired, time.Unix(iat-3600, 0)
+	g.okKeys("seal-retired-key-skipped", "a retired key never seals, though activated later than the active one", []keyring.Key{older, retired}, tool)
+
+	// The sealer's clock within the header's 40 bits.
+	early := vkey("early", keyring.MAC)
+	early.Activation = time.Unix(-day, 0)
+	at := func(nowMillis int64) vectorSeal { vs := sealAt(300_000); vs.NowMillis = nowMillis; return vs }
+	g.notSealed("seal-now-before-1970", "the sealer's clock reads 1 ms before 1970: issued_at would be -1, outside the header: refused", []keyring.Key{early}, tool, []byte("c"), at(-1))
+	g.vs = append(g.vs, makeVector(t, "seal-now-at-1970", "the sealer's clock reads 1970-01-01T00:00:00Z: issued_at 0 is sealed", []keyring.Key{early}, tool, []byte("c"), at(0),
+		openWith(60, i64(3600), i64(30), nil)))
+	const maxIAT = 1<<40 - 1
+	g.vs = append(g.vs, makeVector(t, "seal-now-at-max", "the sealer's clock reads 2^40 - 1 s and 999 ms: issued_at 2^40 - 1, the header's largest, is sealed", []keyring.Key{macKey}, tool, []byte("c"), at(maxIAT*1000+999),
+		openWith(maxIAT+1, i64(3600), i64(30), nil)))
+	g.notSealed("seal-now-past-max", "the sealer's clock reads 2^40 s: issued_at would not fit the header's 40 bits: refused", []keyring.Key{macKey}, tool, []byte("c"), at((maxIAT+1)*1000))
+
+	// The uvarint's boundary: 127 bytes take one byte, 128 two.
+	for _, n := range []int{127, 128} {
+		b := tool
+		b.Target = "t" + strings.Repeat("x", n-1)
+		g.ok(fmt.Sprintf("mac-binding-%d-byte-field", n), fmt.Sprintf("a %d-byte target: its length takes %d byte(s) of uvarint", n, n/128+1), macKey, b, []byte("v"), 300_000)
+	}
+
+	// Binding bytes as given.
+	notUTF8 := tool
+	notUTF8.Principal = "user-\xff\xfe"
+	g.ok("mac-binding-not-utf8", "a principal whose bytes (75 73 65 72 2d ff fe) are not UTF-8: bound as they are, never replaced by U+FFFD nor refused", macKey, notUTF8, []byte("u"), 300_000)
+	single := tool
+	d, _ := ArgsDigest([]byte(`{"n":1}`))
+	single.ArgsDigest = append(bytes.Clone(d), 0x01)
+	g.ok("aead-single-use-digest", "a 33-byte args_digest (the digest and mrtr's single-use mark 0x01): bound as it is, whatever its length", aeadKey, single, []byte("once"), 300_000)
+	if hex.EncodeToString(single.ArgsDigest[32:]) != "01" {
+		t.Fatal("single-use mark")
+	}
+}
