@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"golang.org/x/net/netutil"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
@@ -137,8 +138,14 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if c.MaxConnections > 0 {
+		// Past the cap, connections wait in the kernel's backlog.
+		ln = netutil.LimitListener(ln, c.MaxConnections)
+	}
+	// No ReadTimeout or WriteTimeout: they would end SSE streams. The
+	// body's deadline is the gateway's BodyTimeout.
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout,
+		TLSConfig: tlsConf, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
 	if c.AdminListen != "" {
@@ -225,6 +232,8 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 		MaxResponseBytes:   c.MaxResponseBytes,
 		MaxEventBytes:      c.MaxEventBytes,
 		IdleTimeout:        c.IdleTimeout,
+		BodyTimeout:        c.BodyTimeout,
+		PassThrough:        splitList(c.PassThrough),
 		Logger:             log,
 	}
 	for _, s := range splitList(c.Upstream) {
