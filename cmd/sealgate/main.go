@@ -41,9 +41,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"golang.org/x/net/netutil"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"golang.org/x/net/netutil"
 
 	"github.com/stateseal/stateseal/gateway"
 	"github.com/stateseal/stateseal/keyring"
