@@ -56,7 +56,7 @@ go test ./internal/canonjson -run '^$' -fuzz '^FuzzJSONText$' -fuzztime "$FUZZTI
 go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 # sealgate's parsers: the request reader, the JSON response rewriter and
 # the SSE event rewriter, under three ways of reading JSON.
-go test ./cmd/sealgate -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
+go test ./gateway -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
@@ -66,6 +66,9 @@ bash conformance/run.sh sdk sdk-gateway ts ts-gateway
 
 echo "== allocation contract (without the race detector, which allocates)"
 go test -count=1 -run '^TestAllocs$' ./seal
+
+echo "== lenient upstreams the gateway is tried against (Express 5, python3)"
+bash gateway/testdata/lenient/install.sh
 
 echo "== tests, race detector on"
 go test -race -count=1 ./...

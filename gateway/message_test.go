@@ -1,0 +1,65 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// TestCheckName: every spelling of a name the gateway reads that
+// encoding/json would match to it (each letter replaced by any other of
+// its case-folding orbit, ſ and the Kelvin sign included) is refused, the
+// name itself and other names are not.
+func TestCheckName(t *testing.T) {
+	for _, s := range significant {
+		if err := checkName(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+		for i, r := range s {
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				name := s[:i] + string(f) + s[i+1:]
+				if err := checkName(name); err == nil {
+					t.Errorf("%q (for %s) accepted", name, s)
+				}
+			}
+		}
+		if err := checkName(strings.ToUpper(s)); err == nil {
+			t.Errorf("%q accepted", strings.ToUpper(s))
+		}
+	}
+	for _, name := range []string{"", "_meta", "inputResponses", "x", "names", "ids", "İd", "ıd", "requestStates", "Ä"} {
+		if err := checkName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+}
+
+// TestStrayState: a requestState anywhere but as a result's own member is
+// found, in every spelling some parser reads as it, whether or not the
+// cheap test (onlyResultState) answers first.
+func TestStrayState(t *testing.T) {
+	for _, tc := range []struct {
+		msg   string
+		stray bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s"}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"requestState"}],"requestState":"s"}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"x":{"requestState":"s"}}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s","x":[{"RequestState":"s"}]}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"Requeststate":"s"}}`, true},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"reque\u017ftState\":\"s\"}}", true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s","request\u0053tate":"t"}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m","data":{"requestState":"s"}}}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"requestState":"s"}}`, true},
+		{`{"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{"_meta":{"requestState":"s"}}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"requestState":"s","result":{}}`, true},
+	} {
+		m, err := parseObject([]byte(tc.msg))
+		if err != nil {
+			m = nil // the walk alone decides
+		}
+		if got := !onlyResultState([]byte(tc.msg), m) && strayState([]byte(tc.msg)); got != tc.stray {
+			t.Errorf("%s: stray %v, want %v", tc.msg, got, tc.stray)
+		}
+	}
+}
