@@ -165,8 +165,8 @@ func refused(t *testing.T, status int, m map[string]any, wantStatus int, reason 
 		t.Fatalf("not an error: %v", m)
 	}
 	data, _ := e["data"].(map[string]any)
-	if status != wantStatus || e["code"] != float64(-32602) || e["message"] != "invalid requestState" || data["reason"] != reason {
-		t.Fatalf("got HTTP %d %v; want HTTP %d -32602 invalid requestState, reason %s", status, e, wantStatus, reason)
+	if status != wantStatus || e["code"] != float64(-32602) || e["message"] != "invalid requestState: "+reason || data["reason"] != reason {
+		t.Fatalf("got HTTP %d %v; want HTTP %d -32602 invalid requestState: %s", status, e, wantStatus, reason)
 	}
 }
 
