@@ -167,9 +167,10 @@ func principal(ctx context.Context, req mcp.Request, o *Options) string {
 
 // wireError is the error a client sees for a state that does not open:
 // one fixed message and the reason, nothing about which check failed. A
-// single-use check that could not be made is an internal error, which the
-// client may retry, and so is a state that could not be sealed (mrtr has
-// logged why).
+// single-use check that could not be made now ("unavailable") is an
+// internal error, which the client may retry, and so is a state that
+// could not be sealed (mrtr has logged why); "replayed" and "unvouched"
+// are -32602 like every state that will never open.
 func wireError(err *mrtr.StateError) error {
 	if err.Op == "seal" {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot seal requestState"}

@@ -45,8 +45,9 @@
 // to a replica that may have missed the last writes), the epoch is set to
 // the moment Redis lost records: its start, when a restart is the only
 // possible loss, else its present time. A token issued before the epoch
-// plus Options.ClockMargin is refused with replay.ErrUnavailable: it may
-// have been used in what Redis forgot. Each Guard also refreshes the
+// plus Options.ClockMargin is refused with replay.ErrUnvouched (start the
+// flow again; trying the same state again cannot help): it may have been
+// used in what Redis forgot. Each Guard also refreshes the
 // epoch every second in the background. A Redis whose maxmemory-policy
 // may evict keys (anything but noeviction with a maxmemory set) could drop
 // records without a trace: the guard then refuses every state, saying
@@ -373,8 +374,8 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 			replay.ErrUnavailable, time.Until(time.UnixMilli(now)).Abs().Round(time.Millisecond), g.o.ClockMargin)
 	case "stale":
 		et, _ := r[2].(int64)
-		return fmt.Errorf("%w: the state was issued at %s, before Redis's single-use records begin (%s: a restart, failover or flush); start the flow again",
-			replay.ErrUnavailable, issuedAt.UTC().Format(time.RFC3339), time.UnixMilli(et).UTC().Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: the state was issued at %s, before Redis's single-use records begin (%s: a restart, failover or flush)",
+			replay.ErrUnvouched, issuedAt.UTC().Format(time.RFC3339), time.UnixMilli(et).UTC().Format(time.RFC3339Nano))
 	}
 	return fmt.Errorf("%w: unexpected answer from Redis %v", replay.ErrUnavailable, r)
 }
