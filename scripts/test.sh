@@ -55,7 +55,7 @@ go test ./internal/canonjson -run '^$' -fuzz '^FuzzJSONText$' -fuzztime "$FUZZTI
 go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 # sealgate's parsers: the request reader, the JSON response rewriter and
 # the SSE event rewriter, under three ways of reading JSON.
-go test ./cmd/sealgate -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
+go test ./gateway -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)

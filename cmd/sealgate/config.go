@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stateseal/stateseal/gateway"
 )
 
 // Config is the gateway's configuration. Every field is a flag; each flag
@@ -45,6 +47,11 @@ type Config struct {
 
 	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
 	UpstreamTimeout, IdleTimeout, ShutdownTimeout    time.Duration
+
+	// What a client connection may take (http.Server and the listener).
+	ReadHeaderTimeout, BodyTimeout, ClientIdleTimeout time.Duration
+	MaxConnections                                    int
+	PassThrough                                       string // paths, comma-separated
 
 	LogLevel, LogFormat string
 }
@@ -82,6 +89,11 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 30*time.Second, "time for the upstream to send its response headers")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 5*time.Minute, "end a response after this long without a byte from upstream (0: never)")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time for a client to send a request's headers")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "time for a client to send a request's body (0: none)")
+	fs.DurationVar(&c.ClientIdleTimeout, "client-idle-timeout", 2*time.Minute, "close a client's keep-alive connection idle this long")
+	fs.IntVar(&c.MaxConnections, "max-connections", 4096, "client connections served at once; more wait to be accepted (0: no cap)")
+	fs.StringVar(&c.PassThrough, "passthrough", "", "paths carrying no MCP traffic (OAuth metadata, say), comma-separated: requests for exactly these go upstream unread, with any method and body")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or text")
@@ -218,6 +230,14 @@ func (c *Config) check() error {
 		errs = append(errs, errors.New("-principal is required: anonymous, header, jwt or mtls"))
 	default:
 		errs = append(errs, fmt.Errorf("-principal %q: want anonymous, header, jwt or mtls", c.Principal))
+	}
+	for _, p := range splitList(c.PassThrough) {
+		if err := gateway.CheckPassThrough(p); err != nil {
+			errs = append(errs, fmt.Errorf("-passthrough: %w", err))
+		}
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ClientIdleTimeout <= 0 || c.BodyTimeout < 0 || c.MaxConnections < 0 {
+		errs = append(errs, errors.New("-read-header-timeout and -client-idle-timeout must be positive, -body-timeout and -max-connections not negative"))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))

@@ -41,9 +41,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"golang.org/x/net/netutil"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/stateseal/stateseal/gateway"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mrtr"
@@ -136,8 +138,14 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if c.MaxConnections > 0 {
+		// Past the cap, connections wait in the kernel's backlog.
+		ln = netutil.LimitListener(ln, c.MaxConnections)
+	}
+	// No ReadTimeout or WriteTimeout: they would end SSE streams. The
+	// body's deadline is the gateway's BodyTimeout.
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout,
+		TLSConfig: tlsConf, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
 	if c.AdminListen != "" {
@@ -216,14 +224,16 @@ func serve(s *http.Server, ln net.Listener, tls bool) error {
 	return err
 }
 
-func newGateway(c *Config, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{
+func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
+	g := &gateway.Gateway{
 		BindSession:        c.BindSession,
 		StripAuthorization: c.StripAuthorization,
 		MaxRequestBytes:    c.MaxRequestBytes,
 		MaxResponseBytes:   c.MaxResponseBytes,
 		MaxEventBytes:      c.MaxEventBytes,
 		IdleTimeout:        c.IdleTimeout,
+		BodyTimeout:        c.BodyTimeout,
+		PassThrough:        splitList(c.PassThrough),
 		Logger:             log,
 	}
 	for _, s := range splitList(c.Upstream) {
@@ -240,7 +250,7 @@ func newGateway(c *Config, log *slog.Logger) (*Gateway, error) {
 	return g, nil
 }
 
-func newPrincipal(ctx context.Context, c *Config, log *slog.Logger) (PrincipalSource, *tls.Config, error) {
+func newPrincipal(ctx context.Context, c *Config, log *slog.Logger) (gateway.PrincipalSource, *tls.Config, error) {
 	var tlsConf *tls.Config
 	if c.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
@@ -265,9 +275,9 @@ func newPrincipal(ctx context.Context, c *Config, log *slog.Logger) (PrincipalSo
 	}
 	switch c.Principal {
 	case "anonymous":
-		return Anonymous{}, tlsConf, nil
+		return gateway.Anonymous{}, tlsConf, nil
 	case "header":
-		h := &HeaderPrincipal{Header: c.PrincipalHeader}
+		h := &gateway.HeaderPrincipal{Header: c.PrincipalHeader}
 		for _, s := range splitList(c.TrustedProxies) {
 			p, err := netip.ParsePrefix(s)
 			if err != nil {
@@ -281,14 +291,14 @@ func newPrincipal(ctx context.Context, c *Config, log *slog.Logger) (PrincipalSo
 		}
 		return h, tlsConf, nil
 	case "jwt":
-		j := &JWTPrincipal{Issuer: c.JWTIssuer, Audience: c.JWTAudience, JWKSURL: c.JWKSURL, Claim: c.JWTClaim, Refresh: c.JWKSRefresh}
+		j := &gateway.JWTPrincipal{Issuer: c.JWTIssuer, Audience: c.JWTAudience, JWKSURL: c.JWKSURL, Claim: c.JWTClaim, Refresh: c.JWKSRefresh}
 		if err := j.Warm(ctx); err != nil {
 			// Not fatal: the issuer may come up after the gateway.
 			log.Warn("sealgate: cannot fetch the JWKS yet", "url", c.JWKSURL, "err", err)
 		}
 		return j, tlsConf, nil
 	case "mtls":
-		return &CertPrincipal{Field: c.CertField}, tlsConf, nil
+		return &gateway.CertPrincipal{Field: c.CertField}, tlsConf, nil
 	}
 	return nil, nil, fmt.Errorf("-principal %q", c.Principal)
 }
@@ -325,7 +335,7 @@ func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
 // loadKeyset loads the keyset, retrying until it loads or ctx ends, then
 // installs the States on g and follows the keyset's changes until ctx
 // ends.
-func loadKeyset(ctx context.Context, c *Config, g *Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger) {
+func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger) {
 	var ring *keyring.Ring
 	var l *keyset.Loader
 	if c.Keyset == "" {
@@ -374,7 +384,7 @@ func newStates(ring *keyring.Ring, o *mrtr.Options) (*mrtr.States, error) {
 }
 
 // gatewayMetrics exports the gateway's own counts.
-func gatewayMetrics(meter metric.Meter, g *Gateway) error {
+func gatewayMetrics(meter metric.Meter, g *gateway.Gateway) error {
 	refused, err := meter.Int64ObservableCounter("sealgate.requests.refused", metric.WithDescription("requests answered by the gateway without reaching the upstream: a state that did not open, a message it cannot read"))
 	if err != nil {
 		return err

@@ -243,7 +243,7 @@ func TestRedisReplayUnavailable(t *testing.T) {
 	status, m := f.post(rpcCall(2, mrtr.MethodCallTool, "pay", args, tok), v2026)
 	e, _ := m["error"].(map[string]any)
 	data, _ := e["data"].(map[string]any)
-	if status != http.StatusOK || e["code"] != float64(codeInternalError) || e["message"] != "requestState single-use check unavailable; try again" ||
+	if status != http.StatusOK || e["code"] != float64(-32603) || e["message"] != "requestState single-use check unavailable; try again" ||
 		data["reason"] != "unavailable" || m["id"] != float64(2) {
 		t.Fatalf("with Redis stopped: HTTP %d %v", status, m)
 	}
@@ -261,7 +261,7 @@ func TestRedisReplayUnavailable(t *testing.T) {
 		if strings.Contains(fmt.Sprint(m["result"]), "got plain:pay") {
 			return true
 		}
-		if e, _ := m["error"].(map[string]any); e["code"] != float64(codeInternalError) {
+		if e, _ := m["error"].(map[string]any); e["code"] != float64(-32603) {
 			t.Fatalf("after Redis is back: %v", m)
 		}
 		return false
@@ -270,7 +270,7 @@ func TestRedisReplayUnavailable(t *testing.T) {
 	// the background) is in; "unavailable" until then.
 	waitFor(t, "the second use refused as replayed", func() bool {
 		status, m = f.post(rpcCall(5, mrtr.MethodCallTool, "pay", args, tok), v2026)
-		if e, _ := m["error"].(map[string]any); e["code"] == float64(codeInternalError) {
+		if e, _ := m["error"].(map[string]any); e["code"] == float64(-32603) {
 			return false
 		}
 		refused(t, status, m, http.StatusBadRequest, "replayed")

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 sampling and roots are deprecated in MCP 2026-07-28 (SEP-2577) but still in the protocol, and the fixtures use them.
 
-package main
+package gateway
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"bytes"
@@ -78,7 +78,7 @@ func loopbackTransport() *http.Transport {
 // first, as TestLoad's does) and through the gateway: with an upstream
 // that costs little, the differences are the proxies' latency.
 //
-//	go test -run '^$' -bench Loopback -count 5 ./cmd/sealgate
+//	go test -run '^$' -bench Loopback -count 5 ./gateway
 func BenchmarkLoopbackDirect(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(sseUpstream))
 	defer up.Close()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package gateway
 
 import (
 	"bufio"
@@ -39,7 +39,7 @@ import (
 // on all of them alike. It runs only with SEALGATE_LOAD=N (flows per
 // target), and writes the table docs/BENCHMARKS.md quotes:
 //
-//	SEALGATE_LOAD=10000 go test -run '^TestLoad$' -v -count=1 -timeout 20m ./cmd/sealgate
+//	SEALGATE_LOAD=10000 go test -run '^TestLoad$' -v -count=1 -timeout 20m ./gateway
 func TestLoad(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SEALGATE_LOAD"))
 	if n <= 0 {

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -45,6 +44,20 @@ type Gateway struct {
 	// long (the client gets a JSON-RPC error for each call the upstream
 	// did not answer); 0 means none.
 	IdleTimeout time.Duration
+	// BodyTimeout bounds the time to read a request's body, from the
+	// moment the handler starts: a client sending it a byte at a time
+	// gets 408 and the upstream nothing. 0 means none (the server's own
+	// timeouts still apply). It needs a ResponseWriter that supports
+	// http.ResponseController.SetReadDeadline, as net/http's do.
+	BodyTimeout time.Duration
+	// PassThrough lists paths that carry no MCP traffic (OAuth metadata,
+	// say), each clean and absolute (CheckPassThrough): a request for
+	// exactly one of them, spelled without escapes, goes upstream with
+	// whatever method and body it has, unread. Its response is still
+	// read as every other (a requestState in it is refused), and an
+	// upgrade is refused there too. Every other path gets only what the
+	// gateway reads: docs/GATEWAY.md, "What the gateway refuses".
+	PassThrough []string
 	// Transport reaches the upstreams; nil means a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -150,7 +163,11 @@ const (
 	version2026   = "2026-07-28"
 )
 
-// ServeHTTP proxies one request.
+// ServeHTTP proxies one request, in one pass: read the request or
+// refuse it (admitRequest, then the message reader), open its state,
+// forward it, read the answer or refuse it (modifyResponse, admitResponse),
+// seal, write. A JSON answer is read whole; an SSE stream is read, sealed
+// and written event by event.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
 	st := g.states.Load()
@@ -159,15 +176,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex := &exchange{g: g, r: r, version: r.Header.Get(headerVersion)}
-	if r.Method == http.MethodPost && jsonRequest(r.Header.Get("Content-Type")) {
-		body, err := readBounded(r.Body, g.MaxRequestBytes)
-		r.Body.Close()
+	passthrough, ferr := g.admitRequest(r)
+	if ferr != nil {
+		g.refuseFraming(w, ferr)
+		return
+	}
+	if !passthrough && r.Method == http.MethodPost {
+		body, err := g.readBody(w, r)
 		if err != nil {
-			if errors.Is(err, errTooLarge) {
-				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", g.MaxRequestBytes), http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "failed to read body", http.StatusBadRequest)
+			g.refuseFraming(w, err)
 			return
 		}
 		out, refusal := g.inspect(ex, st, body)
@@ -182,9 +199,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, status, errorMessage(refusal.id, refusal.rpcError))
 			return
 		}
+		// The upstream gets what the gateway read, in one form.
 		r.Body = io.NopCloser(bytes.NewReader(out))
 		r.ContentLength = int64(len(out))
 		r.Header.Set("Content-Length", strconv.Itoa(len(out)))
+		r.Header["Content-Type"] = []string{"application/json"}
+		delete(r.Header, "Content-Encoding")
 	}
 	ex.out.ResponseWriter = w
 	g.proxy.ServeHTTP(&ex.out, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
@@ -262,22 +282,38 @@ func (d *watchdog) run(idle time.Duration) {
 	}
 }
 
-func jsonRequest(ct string) bool {
-	if ct == "" || ct == "application/json" {
-		return true
+// readBody reads a request's body, bounded in size and, with
+// BodyTimeout, in time.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *framingError) {
+	if g.BodyTimeout > 0 {
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) == nil {
+			defer rc.SetReadDeadline(time.Time{})
+		}
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return err != nil || mt == "application/json" || len(mt) > 5 && mt[len(mt)-5:] == "+json"
+	body, err := readBounded(r.Body, g.MaxRequestBytes)
+	r.Body.Close()
+	switch {
+	case err == nil:
+		return body, nil
+	case errors.Is(err, errTooLarge):
+		return nil, refuseFraming(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", g.MaxRequestBytes)
+	case isTimeout(err):
+		return nil, refuseFraming(http.StatusRequestTimeout, "request body not received within %v", g.BodyTimeout)
+	}
+	return nil, refuseFraming(http.StatusBadRequest, "failed to read the request body")
 }
 
-// mediaType is the media type of a Content-Type, as mime.ParseMediaType
-// reads it ("" if it cannot), without its work for the usual two.
-func mediaType(ct string) string {
-	if ct == "text/event-stream" || ct == "application/json" {
-		return ct
+// refuseFraming answers a request the gateway does not read.
+func (g *Gateway) refuseFraming(w http.ResponseWriter, e *framingError) {
+	g.Stats.Refused.Add(1)
+	if e.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", "POST, GET, HEAD, DELETE, OPTIONS")
 	}
-	mt, _, _ := mime.ParseMediaType(ct)
-	return mt
+	if e.status == http.StatusRequestTimeout {
+		w.Header().Set("Connection", "close")
+	}
+	writeJSON(w, e.status, errorMessage(nil, rpcError{Code: codeInvalidRequest, Message: "sealgate: " + e.msg}))
 }
 
 func writeJSON(w http.ResponseWriter, status int, b []byte) {
@@ -304,6 +340,12 @@ func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *
 		return g.inspectBatch(ex, st, body)
 	}
 	if !hasState(body) {
+		if !jsontext.Value(body).IsValid() {
+			// Not UTF-8 JSON (UTF-16 or UTF-32, with a BOM or without,
+			// a name twice): some upstream would decode a state in it
+			// that the byte test cannot see.
+			return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
+		}
 		// No member is named requestState, however a parser decodes
 		// names: there is nothing to open. Most requests are such, and
 		// most of their responses carry no state either, so the request
@@ -452,6 +494,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(u)
 	pr.Out.Host = u.Host
 	pr.SetXForwarded()
+	// Compression would hide a state from the gateway's reading, in a
+	// JSON body or an SSE stream: what comes back otherwise is refused.
+	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if g.StripAuthorization {
 		pr.Out.Header.Del("Authorization")
 	}
@@ -465,14 +510,20 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	if ex == nil {
 		return nil
 	}
+	kind, err := admitResponse(resp)
+	if err != nil {
+		return err
+	}
+	if ex.r.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
+		kind = respEmpty // no body, whatever its headers say
+	}
 	if g.IdleTimeout > 0 {
 		ex.w = &watched{body: resp.Body}
 		ex.progress()
 		g.dog.watch(ex.w, g.IdleTimeout)
 	}
-	mt := mediaType(resp.Header.Get("Content-Type"))
-	switch {
-	case mt == "text/event-stream":
+	switch kind {
+	case respSSE:
 		resp.Body = newSSEReader(resp.Body, ex)
 		resp.Header.Del("Content-Length")
 		// The gateway flushes the stream itself (flushWriter): the
@@ -488,10 +539,8 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		resp.Header.Del("Content-Type")
 		resp.ContentLength = 0
 		ex.out.stream = true
-	case ex.calls != nil && (mt == "application/json" || mt == ""):
-		if mt == "" && resp.ContentLength == 0 {
-			return nil // 202 Accepted and the like
-		}
+	case respJSON, respOther:
+		untyped := len(resp.Header["Content-Type"]) == 0
 		body, err := readBoundedIdle(resp.Body, g.MaxResponseBytes, ex)
 		resp.Body.Close()
 		if err != nil && ex.w != nil && ex.w.timedOut.Load() {
@@ -503,11 +552,15 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 			}
 			return fmt.Errorf("%w: %w", errUpstreamRead, err)
 		}
-		if mt == "" && len(bytes.TrimSpace(body)) == 0 {
-			resp.Body = io.NopCloser(bytes.NewReader(body))
-			return nil
+		if untyped && !looksJSON(body) {
+			kind = respOther // read as a body of another type
 		}
-		out, err := ex.rewriteBody(body)
+		out := body
+		if kind == respOther {
+			err = checkOther(body)
+		} else {
+			out, err = ex.rewriteBody(body)
+		}
 		if err != nil {
 			return err
 		}
@@ -589,7 +642,19 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 			c.answered = true
 		}
 	}
-	if !isResult || !hasState(raw) {
+	if !hasState(raw) {
+		return nil, nil
+	}
+	if strayState(raw) {
+		// A requestState the gateway would not seal: its plaintext must
+		// not reach the client.
+		ex.g.logger().Error("sealgate: upstream sent a requestState outside a result's own; refusing it", "method", methodOf(c))
+		if hasID && (isResult || isError) {
+			return errorMessage(id, strayError), nil
+		}
+		return nil, fmt.Errorf("%w: a notification or request carrying a requestState", errUpstreamResponse)
+	}
+	if !isResult {
 		return nil, nil
 	}
 	res, err := m.object("result")

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"bufio"
@@ -384,6 +384,11 @@ func TestStrictParsing(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","Arguments":{},"requestState":"x"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","METHOD":"tools/list","params":{"name":"t","requestState":"x"}}`,
 		`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","Name":"u","requestState":"x"}}]`,
+		// Not JSON the gateway reads, without a state it can see: the
+		// upstream would decide what it holds.
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\xff\"}}",
+		`not json`,
 	} {
 		// (A refusal as a state is HTTP 200 here: no protocol version.)
 		if status, b := post(body); !(status == http.StatusBadRequest && strings.Contains(b, "-32700")) && !strings.Contains(b, "invalid requestState") {
@@ -393,15 +398,12 @@ func TestStrictParsing(t *testing.T) {
 	if f.up.calls.Load() != 0 {
 		t.Fatal("the upstream was contacted")
 	}
-	// First rounds the gateway cannot read one way only reach the
-	// upstream (they bring nothing), but the state of their result is
-	// not sealed, and its plaintext does not reach the client.
+	// First rounds in valid JSON the gateway cannot read one way only
+	// reach the upstream (they bring nothing), but the state of their
+	// result is not sealed, and its plaintext does not reach the client.
 	for _, body := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}`,
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\xff\"}}",
 		`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"t"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","Name":"u"}}`,
-		`not json`,
 	} {
 		if _, b := post(body); !strings.Contains(b, "cannot seal requestState") || strings.Contains(b, "plain:") {
 			t.Errorf("%s: %s", body, b)

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"crypto/sha256"
@@ -65,6 +65,11 @@ func (h *HeaderPrincipal) Principal(r *http.Request) (string, error) {
 	if !h.trusted(r) {
 		return "", fmt.Errorf("%w: %s set by an untrusted address", errNoPrincipal, h.Header)
 	}
+	if h.variant(r.Header) {
+		// X_Forwarded_User beside X-Forwarded-User: which one an
+		// upstream reads is its choice, not the proxy's.
+		return "", fmt.Errorf("%w: %s spelled another way too", errNoPrincipal, h.Header)
+	}
 	v := r.Header.Values(h.Header)
 	if len(v) != 1 || v[0] == "" {
 		return "", fmt.Errorf("%w: want one %s header", errNoPrincipal, h.Header)
@@ -72,10 +77,36 @@ func (h *HeaderPrincipal) Principal(r *http.Request) (string, error) {
 	return v[0], nil
 }
 
+// Forward removes the header from a request from an untrusted address,
+// and, from any address, every other spelling of its name that a server
+// may read as the same: WSGI and CGI map X_Forwarded_User and
+// X-Forwarded-User to one variable, so a name is compared lowercased
+// with '_' as '-'.
 func (h *HeaderPrincipal) Forward(in, out *http.Request) {
-	if !h.trusted(in) {
-		out.Header.Del(h.Header)
+	trusted := h.trusted(in)
+	canon := http.CanonicalHeaderKey(h.Header)
+	want := headerFold(h.Header)
+	for k := range out.Header {
+		if headerFold(k) == want && (!trusted || k != canon) {
+			delete(out.Header, k)
+		}
 	}
+}
+
+// variant reports whether hdr has the header under another spelling.
+func (h *HeaderPrincipal) variant(hdr http.Header) bool {
+	canon, want := http.CanonicalHeaderKey(h.Header), headerFold(h.Header)
+	for k := range hdr {
+		if k != canon && headerFold(k) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// headerFold is a header name as CGI and WSGI servers compare it.
+func headerFold(name string) string {
+	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
 }
 
 // CertPrincipal takes the principal from the client's TLS certificate,

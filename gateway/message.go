@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"bytes"
@@ -329,3 +329,61 @@ func hasFoldedState(b []byte, q byte) bool {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// strayState reports whether the message raw (valid JSON) has a member
+// whose name a parser may read as requestState (in any case, with ſ for
+// s, escaped) anywhere but as the member requestState of its result: in
+// error.data, nested deeper in a result, in a notification's or a server
+// request's params. The gateway seals only a result's own requestState,
+// so any other would reach the client in plaintext: the message is
+// refused instead. Called only when hasState(raw).
+func strayState(raw []byte) bool {
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer func() {
+		dec.Reset(bytes.NewBuffer(nil))
+		decoders.Put(dec)
+	}()
+	dec.Reset(bytes.NewBuffer(raw))
+	stray, err := walkNames(dec, true, false)
+	return stray || err != nil
+}
+
+// walkNames reads one value from dec, reporting a stray requestState in
+// it; top says it is the message, result that it is the message's
+// result.
+func walkNames(dec *jsontext.Decoder, top, result bool) (bool, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return false, err
+	}
+	switch tok.Kind() {
+	case '{':
+		for dec.PeekKind() != '}' {
+			nt, err := dec.ReadToken()
+			if err != nil {
+				return false, err
+			}
+			name := nt.String()
+			if strings.EqualFold(name, "requeststate") && !(result && name == "requestState") {
+				return true, nil
+			}
+			if stray, err := walkNames(dec, false, top && name == "result"); stray || err != nil {
+				return stray, err
+			}
+		}
+	case '[':
+		for dec.PeekKind() != ']' {
+			if stray, err := walkNames(dec, false, false); stray || err != nil {
+				return stray, err
+			}
+		}
+	default:
+		return false, nil
+	}
+	_, err = dec.ReadToken()
+	return false, err
+}
+
+// strayError replaces a response carrying a requestState elsewhere than
+// as its result's own (error.data, deeper in the result).
+var strayError = rpcError{Code: codeInternalError, Message: "upstream response carried a requestState the gateway does not seal"}

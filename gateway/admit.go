@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The HTTP framing the gateway reads, and what it refuses. A request or
+// a response reaches the message reader (message.go) only in the one form
+// every peer reads the same way: UTF-8 JSON or SSE, identity encoding, no
+// upgrade. Whatever else a peer could decode (a gzip body, a UTF-16
+// charset, a media type some parser takes for JSON, a socket spliced by
+// a 101) is refused here, never passed on unread: an upstream that
+// decodes more than the gateway would read a state the gateway never
+// opened, and a client a state it never sealed.
+
+// A refusal of a request's framing: the HTTP status and what the client
+// is told.
+type framingError struct {
+	status int
+	msg    string
+}
+
+func (e *framingError) Error() string { return e.msg }
+
+func refuseFraming(status int, format string, a ...any) *framingError {
+	return &framingError{status, fmt.Sprintf(format, a...)}
+}
+
+// admitRequest decides how the gateway takes r: read (a POST of JSON),
+// bodiless (GET, HEAD, DELETE, OPTIONS without a body), or passed
+// through unread on a path the operator listed; or refused.
+func (g *Gateway) admitRequest(r *http.Request) (passthrough bool, err *framingError) {
+	if upgrade(r.Header) {
+		// An upgrade (websocket, h2c) answered 101 splices the sockets:
+		// nothing after it would be read. Refused on every path.
+		return false, refuseFraming(http.StatusBadRequest, "the gateway does not proxy protocol upgrades (Upgrade, HTTP2-Settings)")
+	}
+	if g.passThrough(r) {
+		return true, nil
+	}
+	switch r.Method {
+	case http.MethodPost:
+		return false, admitJSONRequest(r.Header)
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		if r.ContentLength != 0 {
+			return false, refuseFraming(http.StatusBadRequest, "a %s request with a body: the gateway reads bodies of POST only", r.Method)
+		}
+		return false, nil
+	}
+	// PUT, PATCH, "post": a body the gateway does not read.
+	return false, refuseFraming(http.StatusMethodNotAllowed, "method %q: the gateway takes POST, GET, HEAD, DELETE and OPTIONS (methods match exactly)", r.Method)
+}
+
+// passThrough reports whether r is for a path the operator listed as
+// carrying no MCP traffic. Only a path spelled plainly matches (no
+// escapes an upstream could decode into another path).
+func (g *Gateway) passThrough(r *http.Request) bool {
+	if len(g.PassThrough) == 0 || r.URL.RawPath != "" {
+		return false
+	}
+	for _, p := range g.PassThrough {
+		if r.URL.Path == p {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckPassThrough reports a path that cannot be listed in
+// Gateway.PassThrough: one that is not absolute and clean.
+func CheckPassThrough(p string) error {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "//") || strings.Contains(p, "/./") || strings.Contains(p, "/../") ||
+		strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..") || strings.ContainsAny(p, "%?#\\") {
+		return fmt.Errorf("pass-through path %q: want a clean absolute path, without escapes or a query", p)
+	}
+	return nil
+}
+
+// upgrade reports whether h asks for a protocol upgrade.
+func upgrade(h http.Header) bool {
+	if len(h["Upgrade"]) > 0 || len(h["Http2-Settings"]) > 0 {
+		return true
+	}
+	for _, v := range h["Connection"] {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// admitJSONRequest refuses a POST the gateway would not read as every
+// upstream reads it: a media type other than application/json, a
+// charset other than UTF-8, any content coding.
+func admitJSONRequest(h http.Header) *framingError {
+	if err := identity(h); err != nil {
+		return refuseFraming(http.StatusUnsupportedMediaType, "request %v: the gateway reads uncompressed bodies only", err)
+	}
+	ct := h["Content-Type"]
+	if len(ct) != 1 {
+		return refuseFraming(http.StatusUnsupportedMediaType, "want one Content-Type: application/json, got %d", len(ct))
+	}
+	mt, err := jsonMediaType(ct[0])
+	if err != nil || mt != "application/json" {
+		return refuseFraming(http.StatusUnsupportedMediaType, "Content-Type %q: the gateway reads application/json in UTF-8 only", ct[0])
+	}
+	return nil
+}
+
+var errEncoded = errors.New("has a Content-Encoding")
+
+// identity refuses a message with a content coding other than identity.
+func identity(h http.Header) error {
+	for _, v := range h["Content-Encoding"] {
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" && !strings.EqualFold(t, "identity") {
+				return fmt.Errorf("%w %q", errEncoded, v)
+			}
+		}
+	}
+	return nil
+}
+
+// jsonMediaType is the media type of a Content-Type, lower case, with
+// its charset checked: absent, or UTF-8 (the only one JSON and SSE may
+// use). The usual two are read without mime.ParseMediaType's work.
+func jsonMediaType(ct string) (string, error) {
+	if ct == "application/json" || ct == "text/event-stream" {
+		return ct, nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", err
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return mt, fmt.Errorf("charset %q", cs)
+	}
+	return mt, nil
+}
+
+// jsonLike reports whether some client may read a body of media type mt
+// as JSON: the gateway reads application/json itself and refuses the
+// rest (text/json, application/json-seq, application/vnd.x+json, ...).
+func jsonLike(mt string) bool {
+	return strings.Contains(mt, "json")
+}
+
+// What the gateway does with a response, by its framing.
+type responseKind int
+
+const (
+	respEmpty responseKind = iota // no body to read (202 Accepted)
+	respJSON                      // read, and rewritten, as JSON-RPC
+	respSSE                       // rewritten event by event
+	respOther                     // read, and refused if it names a state
+)
+
+// errUpstreamFraming is a response whose framing the gateway does not
+// read: it is refused, as a malformed response is.
+var errUpstreamFraming = fmt.Errorf("%w: framing the gateway does not read", errUpstreamResponse)
+
+// admitResponse says how the gateway reads resp, or refuses it.
+func admitResponse(resp *http.Response) (responseKind, error) {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return 0, fmt.Errorf("%w: a 101 Switching Protocols", errUpstreamFraming)
+	}
+	if err := identity(resp.Header); err != nil {
+		return 0, fmt.Errorf("%w: %v (the gateway asks for identity)", errUpstreamFraming, err)
+	}
+	ct := resp.Header["Content-Type"]
+	if len(ct) > 1 {
+		return 0, fmt.Errorf("%w: %d Content-Type headers", errUpstreamFraming, len(ct))
+	}
+	if len(ct) == 0 || ct[0] == "" {
+		if resp.ContentLength == 0 {
+			return respEmpty, nil
+		}
+		return respJSON, nil // read as JSON if it is, else as other (modifyResponse)
+	}
+	mt, err := jsonMediaType(ct[0])
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: Content-Type %q: %v", errUpstreamFraming, ct[0], err)
+	case mt == "text/event-stream":
+		return respSSE, nil
+	case mt == "application/json":
+		return respJSON, nil
+	case jsonLike(mt):
+		return 0, fmt.Errorf("%w: Content-Type %q, which a client may read as JSON", errUpstreamFraming, ct[0])
+	}
+	return respOther, nil
+}
+
+// checkOther refuses a body of another media type that a client could
+// read a state from: one naming requestState in any spelling, or with a
+// NUL (UTF-16 or UTF-32 text hides the name from the byte test).
+func checkOther(body []byte) error {
+	if hasState(body) || bytes.IndexByte(body, 0) >= 0 {
+		return fmt.Errorf("%w: a body of another media type that may hold a requestState", errUpstreamFraming)
+	}
+	return nil
+}
+
+// looksJSON reports whether an untyped body is a JSON object or array.
+func looksJSON(b []byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && jsontext.Value(b).IsValid()
+}

@@ -1,0 +1,18 @@
+// Package gateway is a reverse proxy for MCP Streamable HTTP that seals
+// requestState (MCP 2026-07-28 multi round-trip requests) in front of an
+// MCP server written in any language. A Gateway is an http.Handler: set
+// its fields, install the States that open and seal (SetStates), and
+// serve it, or mount it in a mux of your own. cmd/sealgate is this
+// package behind flags.
+//
+// A tools/call, prompts/get or resources/read that carries
+// params.requestState has it opened before the request goes upstream,
+// bound to the method, the target, the principal, the audience, the MCP
+// session (when the upstream is stateful) and the arguments' digest; a
+// state that does not open is answered as stateseal's go-sdk middleware
+// answers it, and the upstream never sees the request. Every result the
+// upstream sends back with a requestState, in a JSON body or in an SSE
+// stream, has it sealed.
+//
+// docs/GATEWAY.md has the deployment guide.
+package gateway

@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// newStates builds the States a test gateway opens and seals with, as
+// cmd/sealgate does.
+func newStates(ring *keyring.Ring, o *mrtr.Options) (*mrtr.States, error) {
+	s, err := seal.New(ring, nil)
+	if err != nil {
+		return nil, err
+	}
+	return mrtr.New(s, o)
+}
+
+type buildError struct{ out string }
+
+func (e *buildError) Error() string { return "build: " + e.out }
+
+// waitFor polls cond until it holds, failing the test after 30 seconds
+// (longer than testkit.WaitFor: a Redis or a build may be slow to come).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var sealctlBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// sealctl runs the sealctl command in dir, built once.
+func sealctl(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	sealctlBin.once.Do(func() {
+		d, err := os.MkdirTemp("", "sealgate-bin")
+		if err != nil {
+			sealctlBin.err = err
+			return
+		}
+		sealctlBin.path = filepath.Join(d, "sealctl")
+		out, err := exec.Command("go", "build", "-o", sealctlBin.path, "github.com/stateseal/stateseal/cmd/sealctl").CombinedOutput()
+		if err != nil {
+			sealctlBin.err = &buildError{string(out)}
+		}
+	})
+	if sealctlBin.err != nil {
+		t.Fatal(sealctlBin.err)
+	}
+	cmd := exec.Command(sealctlBin.path, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sealctl %s: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
