@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -81,9 +82,9 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.StripAuthorization, "strip-authorization", false, "do not forward the Authorization header upstream")
 	fs.BoolVar(&c.BindSession, "bind-session", true, "bind states to the Mcp-Session-Id header when a request has one (a stateful upstream)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", 0, "lifetime of a state (0: 10 minutes); the keyset's maximum caps it")
-	fs.StringVar(&c.TTL, "ttl", "", "per-target lifetimes: name=duration,... (a tool or prompt name, a resource URI)")
+	fs.StringVar(&c.TTL, "ttl", "", "per-target lifetimes: name=duration,... (a tool or prompt name, a resource URI); a state is still accepted for the keyset's skew after it (30 s by default: tool=2s is refused after 2 s plus the skew)")
 	fs.StringVar(&c.SingleUse, "single-use", "", "targets whose states open once, comma-separated")
-	fs.StringVar(&c.Replay, "replay", "memory", "where single use is recorded: memory (one gateway), or a redis:// URL shared by a fleet")
+	fs.StringVar(&c.Replay, "replay", "", "where single use is recorded: memory (one gateway; the default, refused unless given explicitly with a -keyset in a shared store, which implies a fleet), or a redis:// URL shared by a fleet")
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", 8<<20, "largest request body")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 16<<20, "largest JSON response body (SSE streams are bounded per event)")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
@@ -239,10 +240,30 @@ func (c *Config) check() error {
 	if c.ReadHeaderTimeout <= 0 || c.ClientIdleTimeout <= 0 || c.BodyTimeout < 0 || c.MaxConnections < 0 {
 		errs = append(errs, errors.New("-read-header-timeout and -client-idle-timeout must be positive, -body-timeout and -max-connections not negative"))
 	}
+	if c.SingleUse != "" && c.Replay == "" && sharedKeyset(c.Keyset) {
+		errs = append(errs, fmt.Errorf("-single-use with the in-memory guard and -keyset %s in a shared store: that is how a fleet of gateways is configured, and each gateway's memory guard sees only its own uses (another gateway refuses its states as unvouched): give every gateway -replay redis://... on one Redis (docs/FLEET.md), or, for one gateway only, -replay memory", redactURL(c.Keyset)))
+	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
 	}
 	return errors.Join(errs...)
+}
+
+// sharedKeyset reports whether a -keyset names a store several gateways
+// can share (anything but a file).
+func sharedKeyset(ks string) bool {
+	scheme, _, ok := strings.Cut(ks, "://")
+	return ok && scheme != "file"
+}
+
+// redactURL is a store URL without its user information and query, for
+// an error message.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL)"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
 }
 
 // ttls parses -ttl.
