@@ -198,6 +198,7 @@ type Call struct {
 	b      seal.Binding
 	err    error
 	done   bool
+	used   []byte // the id of the single-use state Open recorded, for Release
 	digest [sha256.Size + 1]byte // b.ArgsDigest's array, and the single-use mark: one allocation for the Call and its digest
 }
 
@@ -441,6 +442,7 @@ func (c *Call) use(ctx context.Context, token string) error {
 	if err := c.m.o.Replay.Use(ctx, h.Tag, h.IssuedAt, h.Expiry.Add(replay.Margin)); err != nil {
 		return fmt.Errorf("mrtr: %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err)
 	}
+	c.used = h.Tag
 	return nil
 }
 

@@ -206,3 +206,27 @@ func TestSingleUseUnvouched(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleUseRelease: a state whose use was taken back opens once more,
+// then is replayed; a Call that recorded nothing releases nothing.
+func TestSingleUseRelease(t *testing.T) {
+	m, _ := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
+	tok, _ := m.Seal(pay, "s")
+	c := m.Call(pay)
+	if _, err := c.Open(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Release(ctx) || c.Release(ctx) {
+		t.Fatal("Release: want true once, then false")
+	}
+	if _, err := m.Open(ctx, pay, tok); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if _, err := m.Open(ctx, pay, tok); mrtr.Reason(err) != "replayed" {
+		t.Fatalf("then: %v", err)
+	}
+	if m.Call(pay).Release(ctx) {
+		t.Fatal("a Call that opened nothing released")
+	}
+}

@@ -102,6 +102,16 @@ func (m *Memory) Use(_ context.Context, id []byte, issuedAt, expires time.Time) 
 	return nil
 }
 
+// Release forgets the use of id (replay.Releaser).
+func (m *Memory) Release(_ context.Context, id []byte) error {
+	k := sha256.Sum256(id)
+	s := &m.shard[k[0]%shards]
+	s.mu.Lock()
+	delete(s.used, k)
+	s.mu.Unlock()
+	return nil
+}
+
 // Len returns the number of entries held, expired ones not yet swept
 // included.
 func (m *Memory) Len() int {

@@ -237,3 +237,22 @@ func TestMemoryUnvouched(t *testing.T) {
 	}
 	var _ Local = m
 }
+
+// TestMemoryRelease: a released use can be made again, once.
+func TestMemoryRelease(t *testing.T) {
+	m := NewMemory(0)
+	exp := time.Now().Add(time.Minute)
+	var g Releaser = m
+	if err := g.Use(ctx, []byte("a"), fresh, exp); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Use(ctx, []byte("a"), fresh, exp); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if err := g.Use(ctx, []byte("a"), fresh, exp); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("second use after release: %v", err)
+	}
+}

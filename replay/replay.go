@@ -58,6 +58,22 @@ type Guard interface {
 	Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Time) error
 }
 
+// A Releaser is a Guard that can take back a use it recorded, for a
+// caller that learns, after Use returned nil, that it provably did not
+// act on the token (the gateway could not connect to any upstream, so
+// the request never left it): the token is then usable again.
+//
+// Release must be called only by the caller whose Use of id returned
+// nil, and only when nothing acted on the token. A concurrent use of the
+// same token between the two calls was told ErrReplayed (the memory
+// guard) or ErrUnavailable (Redis, while the use was unconfirmed) and
+// did not run either; its client may then start the flow again or
+// retry. Release with nothing recorded does nothing.
+type Releaser interface {
+	Guard
+	Release(ctx context.Context, id []byte) error
+}
+
 // A Local guard remembers only the uses made through it, in this process
 // (the Memory guard): a token sealed by another process, or by this one
 // before the guard was made, may have been used where the guard cannot

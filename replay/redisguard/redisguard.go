@@ -380,6 +380,21 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 	return fmt.Errorf("%w: unexpected answer from Redis %v", replay.ErrUnavailable, r)
 }
 
+// Release removes the record of id (replay.Releaser), within
+// Options.Timeout: the caller's Use of id returned nil and nothing acted
+// on the token. A confirmation still on its way finds no record and does
+// nothing.
+func (g *Guard) Release(ctx context.Context, id []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, g.o.Timeout)
+	defer cancel()
+	key, _ := g.keys(id)
+	_, err := bounded(ctx, func(ctx context.Context) (int64, error) { return g.client.Del(ctx, key).Result() })
+	if err != nil {
+		return fmt.Errorf("%w: redis: releasing a use: %w", replay.ErrUnavailable, err)
+	}
+	return nil
+}
+
 // bounded runs f and returns by ctx's deadline even if f does not (a
 // client whose context timeouts are off keeps reading until its own read
 // timeout).

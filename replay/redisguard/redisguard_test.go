@@ -547,7 +547,7 @@ func TestClientKill(t *testing.T) {
 }
 
 // TestRestartWithoutPersistence: Redis restarts empty. States issued
-// before are refused as unavailable (used ones included: the guard
+// before are refused as unvouched (used ones included: the guard
 // cannot tell), never run twice; states issued after run.
 func TestRestartWithoutPersistence(t *testing.T) {
 	r := testservers.StartRedisVolatile(t)
@@ -785,5 +785,31 @@ func BenchmarkUse(b *testing.B) {
 				return
 			}
 		}
+	})
+}
+
+// TestRelease: a released use can be made again, once, on any instance;
+// the first use's confirmation, on its way, does not bring it back.
+func TestRelease(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	c := newClient(t, r.Addr())
+	g, other := newGuard(t, c, redisguard.Options{}), newGuard(t, c, redisguard.Options{})
+	at := issued(t, g)
+	var rel replay.Releaser = g
+	keep := time.Now().Add(time.Minute)
+	if err := rel.Use(ctx, []byte("r"), at, keep); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.Release(ctx, []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Use(ctx, []byte("r"), at, keep); err != nil {
+		t.Fatalf("after release, on another instance: %v", err)
+	}
+	eventually(t, 5*time.Second, "replayed", func() error {
+		if err := g.Use(ctx, []byte("r"), at, keep); !errors.Is(err, replay.ErrReplayed) {
+			return fmt.Errorf("second use after release: %v", err)
+		}
+		return nil
 	})
 }
