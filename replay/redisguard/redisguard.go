@@ -28,9 +28,12 @@
 //     the token.
 //   - A recorded use counts as "replayed" for others only once its owner
 //     has confirmed it (an acknowledgement Use sends after the record's
-//     reply arrived, in the background). An unconfirmed record of another
-//     attempt is "unavailable; try again": its owner may still be waiting
-//     for the reply, or may have given up.
+//     reply arrived, in the background). Use waits, within its deadline,
+//     while another attempt's record is unconfirmed (a concurrent
+//     duplicate usually sees the confirmation land a round trip later,
+//     and is told "replayed"); past the deadline it is "unavailable; try
+//     again": its owner may still be waiting for the reply, or may have
+//     given up.
 //   - An owner that gave up removes its unconfirmed record, in the
 //     background, as soon as Redis answers again. The retry of the state
 //     then goes through.
@@ -313,6 +316,13 @@ func (g *Guard) Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Tim
 			return claim.Run(ctx, g.client, []string{key, epoch}, args...).Slice()
 		})
 		if err == nil {
+			// Another use's record, not confirmed yet: its confirmation
+			// usually follows within a round trip, so wait for it (a
+			// concurrent duplicate is then told replayed, not
+			// unavailable), or for its removal, until the deadline.
+			if status, _ := r[0].(string); status == "busy" && sleep(ctx, backoff) {
+				continue
+			}
 			return g.settle(r, j, unknown, issuedAt, deadline)
 		}
 		last = err
@@ -393,6 +403,18 @@ func (g *Guard) Release(ctx context.Context, id []byte) error {
 		return fmt.Errorf("%w: redis: releasing a use: %w", replay.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// sleep waits for d, and reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // bounded runs f and returns by ctx's deadline even if f does not (a
