@@ -27,8 +27,15 @@ import (
 // fields must not change after the first request.
 type Gateway struct {
 	// Upstreams are the MCP servers' base URLs; requests go to them in
-	// turn, with their path and query appended to the URL's path.
+	// turn, with their path and query appended to the URL's path. One
+	// that refuses a connection is taken out of turn for a while, and
+	// the request goes to the next (upstreams.go).
 	Upstreams []*url.URL
+	// HealthPath, if not empty, is a path (such as /healthz) the gateway
+	// asks an upstream out of turn for, every second, to put it back in
+	// turn as soon as it answers; empty, it comes back when its time out
+	// ends.
+	HealthPath string
 	// Principal says who sent a request.
 	Principal PrincipalSource
 	// BindSession binds states to the request's Mcp-Session-Id header,
@@ -71,6 +78,9 @@ type Gateway struct {
 	once   sync.Once
 	proxy  *httputil.ReverseProxy
 	next   atomic.Uint64
+
+	transport http.RoundTripper // Transport, or the default
+	ups       []upstreamState   // one per Upstreams
 }
 
 // Stats counts requests refused, responses rewritten and upstream
@@ -95,13 +105,14 @@ func (g *Gateway) logger() *slog.Logger {
 
 func (g *Gateway) init() {
 	g.once.Do(func() {
-		t := g.Transport
-		if t == nil {
-			t = http.DefaultTransport.(*http.Transport).Clone()
+		g.transport = g.Transport
+		if g.transport == nil {
+			g.transport = http.DefaultTransport.(*http.Transport).Clone()
 		}
+		g.ups = make([]upstreamState, len(g.Upstreams))
 		g.proxy = &httputil.ReverseProxy{
 			Rewrite:        g.rewrite,
-			Transport:      t,
+			Transport:      failover{g},
 			ModifyResponse: g.modifyResponse,
 			ErrorHandler:   g.errorHandler,
 			ErrorLog:       slog.NewLogLogger(g.logger().Handler(), slog.LevelWarn),
@@ -113,14 +124,16 @@ func (g *Gateway) init() {
 // exchange is what the gateway knows of one request while its response
 // comes back: the calls it made, by JSON-RPC id.
 type exchange struct {
-	g       *Gateway
-	calls   map[string]*call
-	single  *call  // the one call of a request that is not a batch
-	lazy    []byte // the request, if inspect left it unread
-	version string // MCP-Protocol-Version
-	r       *http.Request
-	w       *watched    // for the idle timeout
-	out     flushWriter // the client's ResponseWriter
+	g        *Gateway
+	calls    map[string]*call
+	single   *call  // the one call of a request that is not a batch
+	lazy     []byte // the request, if inspect left it unread
+	sent     []byte // the body sent upstream, if the gateway read it
+	upstream int    // the index of the upstream chosen
+	version  string // MCP-Protocol-Version
+	r        *http.Request
+	w        *watched    // for the idle timeout
+	out      flushWriter // the client's ResponseWriter
 }
 
 // A call is one JSON-RPC request sent upstream.
@@ -201,6 +214,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// The upstream gets what the gateway read, in one form.
 		r.Body = io.NopCloser(bytes.NewReader(out))
+		ex.sent = out
 		r.ContentLength = int64(len(out))
 		r.Header.Set("Content-Length", strconv.Itoa(len(out)))
 		r.Header["Content-Type"] = []string{"application/json"}
@@ -489,8 +503,11 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 
 // rewrite directs a request upstream.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	n := g.next.Add(1) - 1
-	u := g.Upstreams[n%uint64(len(g.Upstreams))]
+	k := g.pick()
+	u := g.Upstreams[k]
+	if ex, _ := pr.In.Context().Value(exchangeKey{}).(*exchange); ex != nil {
+		ex.upstream = k
+	}
 	pr.SetURL(u)
 	pr.Out.Host = u.Host
 	pr.SetXForwarded()
@@ -707,6 +724,8 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	g.Stats.UpstreamErrors.Add(1)
 	status, msg := http.StatusBadGateway, "upstream unavailable"
 	switch {
+	case errors.Is(err, errNoUpstream):
+		msg = errNoUpstream.Error()
 	case errors.Is(err, errUpstreamResponse):
 		g.Stats.Malformed.Add(1)
 		msg = errUpstreamResponse.Error()
