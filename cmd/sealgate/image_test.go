@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,30 +34,14 @@ func TestImageBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}
-	df, err := os.ReadFile("Dockerfile")
+	root := t.TempDir()
+	os.Chmod(root, 0o755) // the unprivileged user must reach /sealgate
+	bin, err := os.ReadFile(imageBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*) ./cmd/sealgate$`).FindSubmatch(df)
-	if m == nil {
-		t.Fatal("Dockerfile: no RUN CGO_ENABLED=0 go build ... ./cmd/sealgate line")
-	}
-	root := t.TempDir()
-	os.Chmod(root, 0o755) // the unprivileged user must reach /sealgate
-	words := strings.Fields(string(m[1]))
-	args := []string{}
-	for i := 2; i < len(words); i++ { // after CGO_ENABLED=0 go
-		if words[i] == "-o" {
-			args = append(args, "-o", filepath.Join(root, "sealgate"))
-			i++
-			continue
-		}
-		args = append(args, words[i])
-	}
-	build := exec.Command("go", append(args, ".")...)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := os.WriteFile(filepath.Join(root, "sealgate"), bin, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	f, err := elf.Open(filepath.Join(root, "sealgate"))
 	if err != nil {
@@ -168,4 +154,54 @@ func TestImageBinary(t *testing.T) {
 	if resp.StatusCode != 200 || got.Result.RequestState == "" || got.Result.RequestState == "plain" {
 		t.Fatalf("a call through the image's binary: %d %s", resp.StatusCode, body)
 	}
+}
+
+var imageBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// imageBinary builds sealgate once, with cmd/sealgate/Dockerfile's RUN
+// line, word for word, and returns its path: what the image runs, and
+// what the tests of whole processes run.
+func imageBinary(t *testing.T) string {
+	t.Helper()
+	imageBin.once.Do(func() {
+		df, err := os.ReadFile("Dockerfile")
+		if err != nil {
+			imageBin.err = err
+			return
+		}
+		m := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*) ./cmd/sealgate$`).FindSubmatch(df)
+		if m == nil {
+			imageBin.err = errors.New("Dockerfile: no RUN CGO_ENABLED=0 go build ... ./cmd/sealgate line")
+			return
+		}
+		d, err := os.MkdirTemp("", "sealgate-image")
+		if err != nil {
+			imageBin.err = err
+			return
+		}
+		imageBin.path = filepath.Join(d, "sealgate")
+		words := strings.Fields(string(m[1]))
+		var args []string
+		for i := 2; i < len(words); i++ { // after CGO_ENABLED=0 go
+			if words[i] == "-o" {
+				args = append(args, "-o", imageBin.path)
+				i++
+				continue
+			}
+			args = append(args, words[i])
+		}
+		build := exec.Command("go", append(args, ".")...)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			imageBin.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	})
+	if imageBin.err != nil {
+		t.Fatal(imageBin.err)
+	}
+	return imageBin.path
 }
