@@ -198,7 +198,7 @@ type Call struct {
 	b      seal.Binding
 	err    error
 	done   bool
-	used   []byte // the id of the single-use state Open recorded, for Release
+	used   []byte                // the id of the single-use state Open recorded, for Release
 	digest [sha256.Size + 1]byte // b.ArgsDigest's array, and the single-use mark: one allocation for the Call and its digest
 }
 
