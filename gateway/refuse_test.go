@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"compress/gzip"
+	"compress/zlib"
 	"encoding/binary"
 	"io"
 	"net"
@@ -57,7 +58,7 @@ func compress(t testing.TB, coding string, level int, s string) []byte {
 	if coding == "gzip" {
 		w, err = gzip.NewWriterLevel(&buf, level)
 	} else {
-		w, err = flate.NewWriter(&buf, level)
+		w, err = zlib.NewWriterLevel(&buf, level) // HTTP's deflate is zlib
 	}
 	if err != nil {
 		panic(err) // a level out of range: the test's own mistake

