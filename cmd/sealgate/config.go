@@ -48,6 +48,7 @@ type Config struct {
 
 	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
 	UpstreamTimeout, IdleTimeout, ShutdownTimeout    time.Duration
+	UpstreamHealth                                   string // a path probed on an upstream out of turn
 
 	// What a client connection may take (http.Server and the listener).
 	ReadHeaderTimeout, BodyTimeout, ClientIdleTimeout time.Duration
@@ -88,6 +89,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", 8<<20, "largest request body")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 16<<20, "largest JSON response body (SSE streams are bounded per event)")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
+	fs.StringVar(&c.UpstreamHealth, "upstream-health", "", "a path (such as /healthz) asked every second of an upstream that refused a connection, to put it back in turn once it answers (\"\": back after its time out, 1 s doubling to 30 s)")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 30*time.Second, "time for the upstream to send its response headers")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 5*time.Minute, "end a response after this long without a byte from upstream (0: never)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time for a client to send a request's headers")
@@ -95,7 +97,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ClientIdleTimeout, "client-idle-timeout", 2*time.Minute, "close a client's keep-alive connection idle this long")
 	fs.IntVar(&c.MaxConnections, "max-connections", 4096, "client connections served at once; more wait to be accepted (0: no cap)")
 	fs.StringVar(&c.PassThrough, "passthrough", "", "paths carrying no MCP traffic (OAuth metadata, say), comma-separated: requests for exactly these go upstream unread, with any method and body")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish: longer than the slowest single-use tool, and shorter than the orchestrator's grace period (Kubernetes terminationGracePeriodSeconds)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or text")
 }

@@ -193,7 +193,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	case <-ctx.Done():
 	}
 	shutting.Store(true)
-	log.Info("sealgate: shutting down", "timeout", c.ShutdownTimeout)
+	log.Info("sealgate: shutting down", "timeout", c.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	var errs []error
@@ -226,6 +226,7 @@ func serve(s *http.Server, ln net.Listener, tls bool) error {
 
 func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	g := &gateway.Gateway{
+		HealthPath:         c.UpstreamHealth,
 		BindSession:        c.BindSession,
 		StripAuthorization: c.StripAuthorization,
 		MaxRequestBytes:    c.MaxRequestBytes,
