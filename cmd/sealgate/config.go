@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"sort"
@@ -35,6 +36,7 @@ type Config struct {
 	JWTIssuer, JWTAudience, JWKSURL string
 	JWTClaim                        string
 	JWKSRefresh                     time.Duration
+	JWKSInsecureHTTP                bool
 	TLSCert, TLSKey, ClientCA       string
 	CertField                       string
 
@@ -74,6 +76,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "with -principal jwt: the issuer (iss) tokens must name")
 	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "with -principal jwt: the audience (aud) tokens must include")
 	fs.StringVar(&c.JWKSURL, "jwks-url", "", "with -principal jwt: the issuer's JWKS URL")
+	fs.BoolVar(&c.JWKSInsecureHTTP, "jwks-insecure-http", false, "with -principal jwt: accept a plain-http -jwks-url on a host other than loopback (whoever is on the path can then sign tokens for any user)")
 	fs.StringVar(&c.JWTClaim, "jwt-claim", "sub", "with -principal jwt: the claim holding the principal")
 	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", 10*time.Minute, "with -principal jwt: how often the JWKS is fetched again")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
@@ -224,6 +227,8 @@ func (c *Config) check() error {
 	case "jwt":
 		if c.JWTIssuer == "" || c.JWTAudience == "" || c.JWKSURL == "" {
 			errs = append(errs, errors.New("-principal jwt needs -jwt-issuer, -jwt-audience and -jwks-url"))
+		} else if err := checkJWKSURL(c.JWKSURL, c.JWKSInsecureHTTP); err != nil {
+			errs = append(errs, err)
 		}
 	case "mtls":
 		if c.TLSCert == "" || c.TLSKey == "" || c.ClientCA == "" {
@@ -249,6 +254,23 @@ func (c *Config) check() error {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkJWKSURL refuses a JWKS URL that is not https, unless it names a
+// loopback host or insecure is set: the JWKS decides who may sign tokens.
+func checkJWKSURL(s string, insecure bool) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("-jwks-url %q: want an https:// URL", s)
+	}
+	if u.Scheme == "https" || insecure {
+		return nil
+	}
+	h := u.Hostname()
+	if ip := net.ParseIP(h); h == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-jwks-url %s is plain http to another host: whoever is on the path could sign tokens for any user; use https, or -jwks-insecure-http", u.Redacted())
 }
 
 // sharedKeyset reports whether a -keyset names a store several gateways

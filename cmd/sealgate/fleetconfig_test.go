@@ -30,3 +30,26 @@ func TestFleetMemoryRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestJWKSURLPlainHTTP: a plain-http -jwks-url is refused unless it is on
+// loopback or -jwks-insecure-http says so.
+func TestJWKSURLPlainHTTP(t *testing.T) {
+	base := []string{"-upstream", "http://127.0.0.1:1", "-audience", "a", "-principal", "jwt", "-jwt-issuer", "i", "-jwt-audience", "a"}
+	for url, ok := range map[string]bool{
+		"https://id.example.com/jwks":     true,
+		"http://127.0.0.1:8080/jwks":      true,
+		"http://localhost/jwks":           true,
+		"http://[::1]:9/jwks":             true,
+		"http://id.example.com/jwks":      false,
+		"ftp://id.example.com/jwks":       false,
+		"http://10.0.0.1/.well-known/jwk": false,
+	} {
+		_, err := parseConfig(append(base, "-jwks-url", url), func(string) string { return "" }, io.Discard)
+		if (err == nil) != ok {
+			t.Errorf("-jwks-url %s: %v", url, err)
+		}
+	}
+	if _, err := parseConfig(append(base, "-jwks-url", "http://id.example.com/jwks", "-jwks-insecure-http"), func(string) string { return "" }, io.Discard); err != nil {
+		t.Errorf("-jwks-insecure-http: %v", err)
+	}
+}

@@ -155,17 +155,11 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-			switch {
-			case shutting.Load():
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			case !g.Ready():
-				http.Error(w, "no keyset loaded", http.StatusServiceUnavailable)
-			default:
-				io.WriteString(w, "ok\n")
-			}
-		})
+		h := &health{g: g, guard: o.Replay, shutting: &shutting}
+		// /healthz answers 200 while the process runs (liveness), with
+		// every part's state as JSON; /readyz decides readiness.
+		mux.HandleFunc("GET /healthz", h.healthz)
+		mux.HandleFunc("GET /readyz", h.readyz)
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, admin)

@@ -117,6 +117,9 @@ func TestRun(t *testing.T) {
 	}
 	sealctl(t, dir, "init")
 	waitFor(t, "readiness", func() bool { s, _ := get("/readyz"); return s == 200 })
+	if _, body := get("/healthz"); !strings.Contains(body, `"ready":true`) || !strings.Contains(body, `"keyset":{"loaded":true}`) {
+		t.Fatalf("/healthz once ready: %s", body)
+	}
 	f := &fixture{t: t, url: proxy + "/mcp"}
 	_, m := f.post(rpcCall(1, "tools/call", "book", nil, ""), v2026)
 	tok := resultOf(t, m)["requestState"].(string)
