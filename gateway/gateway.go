@@ -87,6 +87,8 @@ type Gateway struct {
 // failures. Safe for concurrent use.
 type Stats struct {
 	Refused, Sealed, UpstreamErrors, Malformed atomic.Int64
+	// Principal counts requests whose credentials were refused, by reason.
+	Principal PrincipalStats
 }
 
 // SetStates installs the States that open and seal; until then the
@@ -162,7 +164,7 @@ func (g *Gateway) principal(r *http.Request) string {
 	}
 	p, err := g.Principal.Principal(r)
 	if err != nil {
-		g.logger().Debug("sealgate: no principal", "err", err)
+		g.principalFailed(err)
 		return ""
 	}
 	return p
@@ -696,7 +698,12 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 	tok, err := ex.mrtrCall(c, st).Seal(state)
 	if err != nil {
 		method, target := c.req.Method, mrtr.Unknown
-		ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+		if errors.Is(err, mrtr.ErrNoPrincipal) {
+			// mrtr's advice names its Go option; a gateway's user sets a flag.
+			ex.g.logger().Warn("sealgate: cannot seal requestState for a request without a principal (its credentials were refused or absent: see the reason logged, and sealgate_principal_failures_total); -principal anonymous binds states to no user", "method", method)
+		} else {
+			ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+		}
 		return errorMessage(id, sealError), nil
 	}
 	ex.g.Stats.Sealed.Add(1)

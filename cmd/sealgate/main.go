@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"golang.org/x/net/netutil"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
@@ -396,12 +397,19 @@ func gatewayMetrics(meter metric.Meter, g *gateway.Gateway) error {
 	if err != nil {
 		return err
 	}
+	principal, err := meter.Int64ObservableCounter("sealgate.principal.failures", metric.WithDescription("requests whose credentials the -principal source refused (they reach the upstream without a principal, and carry no state), by reason: one of gateway.PrincipalReasons"))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for reason, n := range g.Stats.Principal.Failures() {
+			o.ObserveInt64(principal, n, metric.WithAttributes(attribute.String("reason", reason)))
+		}
 		o.ObserveInt64(refused, g.Stats.Refused.Load())
 		o.ObserveInt64(sealed, g.Stats.Sealed.Load())
 		o.ObserveInt64(upstream, g.Stats.UpstreamErrors.Load())
 		o.ObserveInt64(malformed, g.Stats.Malformed.Load())
 		return nil
-	}, refused, sealed, upstream, malformed)
+	}, refused, sealed, upstream, malformed, principal)
 	return err
 }

@@ -128,7 +128,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("tampered: %v", m)
 	}
 	_, metrics := get("/metrics")
-	for _, want := range []string{`stateseal_states_sealed_total{method="tools/call"`, `stateseal_states_rejected_total{method="tools/call",`, "sealgate_requests_refused_total", "stateseal_keyset_version"} {
+	for _, want := range []string{`stateseal_states_sealed_total{method="tools/call"`, `stateseal_states_rejected_total{method="tools/call",`, "sealgate_requests_refused_total", "sealgate_principal_failures_total", "stateseal_keyset_version"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
