@@ -31,6 +31,12 @@ type Gateway struct {
 	// that refuses a connection is taken out of turn for a while, and
 	// the request goes to the next (upstreams.go).
 	Upstreams []*url.URL
+	// KnownTargets are tool and prompt names and resource URIs that
+	// metrics and logs may name whatever a state's verdict (the ones a
+	// deployment configures: single use, lifetimes): a bounded set. A
+	// rejected state for any other target is labelled mrtr.Unknown,
+	// since the client chose its name.
+	KnownTargets []string
 	// HealthPath, if not empty, is a path (such as /healthz) the gateway
 	// asks an upstream out of turn for, every second, to put it back in
 	// turn as soon as it answers; empty, it comes back when its time out
@@ -81,6 +87,7 @@ type Gateway struct {
 
 	transport http.RoundTripper // Transport, or the default
 	ups       []upstreamState   // one per Upstreams
+	known     map[string]bool   // KnownTargets
 }
 
 // Stats counts requests refused, responses rewritten and upstream
@@ -112,6 +119,10 @@ func (g *Gateway) init() {
 			g.transport = http.DefaultTransport.(*http.Transport).Clone()
 		}
 		g.ups = make([]upstreamState, len(g.Upstreams))
+		g.known = map[string]bool{}
+		for _, t := range g.KnownTargets {
+			g.known[t] = true
+		}
 		g.proxy = &httputil.ReverseProxy{
 			Rewrite:        g.rewrite,
 			Transport:      failover{g},
@@ -474,6 +485,9 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	}
 	target, _, terr := params.str(targetKey)
 	c.req.Target = target
+	if g.known[target] {
+		c.req.Label = target
+	}
 	if g.BindSession {
 		c.req.Session = ex.r.Header.Get(headerSession)
 	}

@@ -290,6 +290,17 @@ func redactURL(s string) string {
 	return u.Scheme + "://" + u.Host + u.Path
 }
 
+// knownTargets are the targets the configuration names (-single-use,
+// -ttl): metrics may label rejections with them.
+func (c *Config) knownTargets() []string {
+	names := splitList(c.SingleUse)
+	ttl, _ := c.ttls()
+	for k := range ttl {
+		names = append(names, k)
+	}
+	return names
+}
+
 // ttls parses -ttl.
 func (c *Config) ttls() (map[string]time.Duration, error) {
 	if c.TTL == "" {

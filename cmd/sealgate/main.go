@@ -40,11 +40,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"golang.org/x/net/netutil"
 	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"golang.org/x/net/netutil"
 
 	"github.com/stateseal/stateseal/gateway"
 	"github.com/stateseal/stateseal/keyring"
@@ -222,6 +222,7 @@ func serve(s *http.Server, ln net.Listener, tls bool) error {
 func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	g := &gateway.Gateway{
 		HealthPath:         c.UpstreamHealth,
+		KnownTargets:       c.knownTargets(),
 		BindSession:        c.BindSession,
 		StripAuthorization: c.StripAuthorization,
 		MaxRequestBytes:    c.MaxRequestBytes,
