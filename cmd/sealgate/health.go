@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/stateseal/stateseal/gateway"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/replay/redisguard"
+	"github.com/stateseal/stateseal/stores"
 )
 
 // health is what /healthz reports and /readyz decides on.
@@ -17,7 +20,8 @@ type health struct {
 	g        *gateway.Gateway
 	guard    replay.Guard // nil without single use
 	shutting *atomic.Bool
-	lastWarm atomic.Int64 // UnixNano of the last JWKS fetch /readyz made
+	lastWarm atomic.Int64                  // UnixNano of the last JWKS fetch /readyz made
+	loader   atomic.Pointer[keyset.Loader] // nil: no -keyset, or not loaded yet
 }
 
 type healthReport struct {
@@ -30,7 +34,8 @@ type healthReport struct {
 }
 
 // report reads every part's state. Readiness fails when the gateway
-// cannot do its job: shutting down, no keyset loaded, or, with -principal
+// cannot do its job: shutting down, no keyset loaded, the keyset gone
+// from the store that answers, or, with -principal
 // jwt, a JWKS never fetched (no token can be verified: it is fetched
 // here, at most every 5 s, since no request arrives while not ready).
 // A guard that does not answer leaves the gateway ready: plain flows
@@ -47,6 +52,18 @@ func (h *health) report(ctx context.Context) healthReport {
 	}
 	if !h.g.Ready() {
 		notReady("no keyset loaded")
+	}
+	if l := h.loader.Load(); l != nil {
+		kh := l.Health()
+		r.Keyset["health"] = kh
+		// The store answers, and holds no keyset (a Redis restarted
+		// without persistence, a key deleted): the gateway seals with the
+		// keys it loaded but can follow no rotation, and a gateway
+		// started now could not load. (keyset.Health has the error's
+		// text only; stores.ErrNotFound's is fixed.)
+		if !kh.Outage && strings.Contains(kh.Error, stores.ErrNotFound.Error()) {
+			notReady("the keyset vanished from its store: " + kh.Error)
+		}
 	}
 	if j, ok := h.g.Principal.(*gateway.JWTPrincipal); ok {
 		fetched, err := j.JWKSState()

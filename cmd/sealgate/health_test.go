@@ -5,10 +5,13 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -53,4 +56,35 @@ func TestHealthJWKS(t *testing.T) {
 	if rep.JWKS["fetched"] != true || rep.Status != "no keyset loaded" {
 		t.Fatalf("JWKS up: %+v", rep)
 	}
+}
+
+// TestHealthKeysetVanished: a keyset deleted from its store (a file
+// here; a Redis restarted without persistence in production) makes the
+// gateway not ready, and /healthz says why; it is ready again once the
+// keyset is back.
+func TestHealthKeysetVanished(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	ks := keysetDir(t)
+	r := startRun(t, "-upstream", up.URL, "-principal", "anonymous", "-keyset", ks)
+	waitFor(t, "readiness", r.ready)
+	saved, err := os.ReadFile(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(ks)
+	waitFor(t, "not ready", func() bool { return !r.ready() })
+	resp, err := http.Get(r.admin + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "vanished") {
+		t.Fatalf("/healthz with the keyset gone: %d %s", resp.StatusCode, body)
+	}
+	if err := os.WriteFile(ks, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ready again", r.ready)
 }

@@ -135,6 +135,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	o.Metrics = metrics
 
 	var shutting atomic.Bool
+	h := &health{g: g, guard: o.Replay, shutting: &shutting}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
@@ -156,7 +157,6 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 			return err
 		}
 		mux := http.NewServeMux()
-		h := &health{g: g, guard: o.Replay, shutting: &shutting}
 		// /healthz answers 200 while the process runs (liveness), with
 		// every part's state as JSON; /readyz decides readiness.
 		mux.HandleFunc("GET /healthz", h.healthz)
@@ -179,7 +179,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
-		loadKeyset(ctx, c, g, o, metrics, log)
+		loadKeyset(ctx, c, g, o, metrics, log, &h.loader)
 	}()
 
 	select {
@@ -332,7 +332,7 @@ func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
 // loadKeyset loads the keyset, retrying until it loads or ctx ends, then
 // installs the States on g and follows the keyset's changes until ctx
 // ends.
-func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger) {
+func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger, loader *atomic.Pointer[keyset.Loader]) {
 	var ring *keyring.Ring
 	var l *keyset.Loader
 	if c.Keyset == "" {
@@ -347,7 +347,7 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 			if ring, err = l.Load(ctx); err == nil {
 				break
 			}
-			log.Error("sealgate: cannot load the keyset; retrying", "err", err, "in", wait)
+			log.Error("sealgate: cannot load the keyset; retrying", "err", err, "in", wait.String())
 			select {
 			case <-ctx.Done():
 				return
@@ -355,6 +355,7 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 			}
 			wait = min(2*wait, 30*time.Second)
 		}
+		loader.Store(l)
 		if err := m.ObserveLoader(l, ring); err != nil {
 			log.Warn("sealgate: keyset metrics", "err", err)
 		}
