@@ -103,6 +103,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	logRedis(log)
 	g, err := newGateway(c, log)
 	if err != nil {
 		return err
