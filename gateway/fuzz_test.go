@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -45,6 +46,19 @@ import (
 //     for byte or with only its data replaced, in order, and the stream
 //     ends on an event boundary, a broken stream with one error event per
 //     call the upstream left unanswered.
+//
+// With them come the request's and the response's Content-Type and
+// Content-Encoding headers (reqHdr, respHdr: "Name: value" lines, a name
+// twice for two headers), read by the framing checks (admit.go):
+//
+//   - a request admitted is application/json in UTF-8 (as
+//     mime.ParseMediaType reads it) without a content coding, and a body
+//     forwarded is valid UTF-8 JSON without a BOM: the form every
+//     upstream reads the same, whatever it detects or decodes;
+//   - a response admitted as JSON or SSE is application/json or
+//     text/event-stream in UTF-8 without a content coding; one admitted as
+//     another type names no json media type, and its body passes only if
+//     no parser could find a requestState in it.
 func FuzzGatewayParsers(f *testing.F) {
 	fx := newFuzzFixture(f)
 	for _, s := range []struct{ req, resp string }{
@@ -66,11 +80,94 @@ func FuzzGatewayParsers(f *testing.F) {
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2},"RequestState":"forged"}}`,
 			`{"jsonrpc":"2.0","id":1,"result":{"RequestState":"plain"}}`},
 	} {
-		f.Add([]byte(s.req), []byte(s.resp))
+		f.Add([]byte(s.req), []byte(s.resp), "Content-Type: application/json", "Content-Type: text/event-stream")
 	}
-	f.Fuzz(func(t *testing.T, req, resp []byte) {
+	for _, h := range [][2]string{
+		{"Content-Type: application/json; charset=utf-16le", "Content-Type: application/json; charset=UTF-8"},
+		{"Content-Type: application/json\nContent-Encoding: gzip", "Content-Type: text/event-stream\nContent-Encoding: deflate"},
+		{"Content-Type: application/json\nContent-Type: text/plain", "Content-Type: text/plain\nContent-Type: application/json"},
+		{"Content-Type: APPLICATION/JSON;CHARSET=\"utf-8\"", "Content-Type: application/vnd.mcp+json"},
+		{"Content-Type: application/json-seq", "Content-Type: text/json"},
+		{"Content-Type: text/plain\nContent-Encoding: identity", "Content-Type: text/html; charset=utf-16"},
+		{"Content-Encoding: identity, gzip", ""},
+	} {
+		f.Add(utf16le(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","requestState":"x"}}`, true),
+			[]byte(`{"jsonrpc":"2.0","id":1,"result":{"requestState":"plain"}}`), h[0], h[1])
+	}
+	f.Fuzz(func(t *testing.T, req, resp []byte, reqHdr, respHdr string) {
 		fx.check(t, req, resp)
+		fx.checkFraming(t, req, resp, headers(reqHdr), headers(respHdr))
 	})
+}
+
+// headers reads "Name: value" lines.
+func headers(s string) http.Header {
+	h := http.Header{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			h[http.CanonicalHeaderKey(strings.TrimSpace(k))] = append(h[http.CanonicalHeaderKey(strings.TrimSpace(k))], strings.TrimSpace(v))
+		}
+	}
+	return h
+}
+
+// utf8Media reports whether a Content-Type is media type want with no
+// charset or UTF-8, as mime.ParseMediaType reads it.
+func utf8Media(ct, want string) bool {
+	mt, params, err := mime.ParseMediaType(ct)
+	cs, has := params["charset"]
+	return err == nil && mt == want && (!has || strings.EqualFold(cs, "utf-8"))
+}
+
+func identityOnly(h http.Header) bool {
+	for _, v := range h["Content-Encoding"] {
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.ToLower(strings.TrimSpace(t)); t != "" && t != "identity" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (fx *fuzzFixture) checkFraming(t *testing.T, req, resp []byte, reqH, respH http.Header) {
+	if admitJSONRequest(reqH) == nil {
+		if len(reqH["Content-Type"]) != 1 || !utf8Media(reqH.Get("Content-Type"), "application/json") || !identityOnly(reqH) {
+			t.Fatalf("request admitted with %v", reqH)
+		}
+		if _, out, forwarded := fx.inspect(t, req); forwarded && (!jsontext.Value(out).IsValid() || bytes.HasPrefix(out, []byte("\xef\xbb\xbf"))) {
+			t.Fatalf("forwarded a body that is not UTF-8 JSON: %q", out)
+		}
+	}
+	r := &http.Response{StatusCode: 200, Header: respH, ContentLength: int64(len(resp))}
+	kind, err := admitResponse(r)
+	if err != nil {
+		return
+	}
+	ct := respH["Content-Type"]
+	if !identityOnly(respH) || len(ct) > 1 {
+		t.Fatalf("response admitted with %v", respH)
+	}
+	switch {
+	case len(ct) == 0 || ct[0] == "":
+	case kind == respJSON && !utf8Media(ct[0], "application/json"), kind == respSSE && !utf8Media(ct[0], "text/event-stream"):
+		t.Fatalf("response admitted as %d with %v", kind, respH)
+	case kind == respOther:
+		if mt, _, _ := mime.ParseMediaType(ct[0]); strings.Contains(mt, "json") {
+			t.Fatalf("a json media type admitted as another: %v", respH)
+		}
+		if checkOther(resp) == nil {
+			for _, v := range views {
+				for _, msg := range messages(resp) {
+					if m, ok := v.read(msg); ok {
+						if _, has := m["requestState"]; has {
+							t.Fatalf("a body of another type with a requestState passes (%s): %q", v.name, resp)
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 type fuzzFixture struct {

@@ -127,7 +127,9 @@ func TestRequestFraming(t *testing.T) {
 			}
 		})
 	}
-	// The listed path passes, unread, with its method and body.
+	// The listed path passes, unread, with its method and body; its JSON
+	// answer (a plaintext state, from stateReply) is still read, and the
+	// plaintext does not reach the client.
 	before := f.up.calls.Load()
 	req, _ := http.NewRequest("PUT", base+"/.well-known/oauth-authorization-server", strings.NewReader("x=1"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -135,9 +137,13 @@ func TestRequestFraming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if f.up.calls.Load() != before+1 {
 		t.Fatalf("the pass-through path did not reach the upstream: HTTP %d", resp.StatusCode)
+	}
+	if bytes.Contains(b, []byte("plain:")) || !bytes.Contains(b, []byte("cannot seal requestState")) {
+		t.Fatalf("the pass-through answer: %s", b)
 	}
 }
 

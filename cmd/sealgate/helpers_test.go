@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stateseal/stateseal/gateway"
-	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 )
 
@@ -77,14 +75,11 @@ func writeJSONValue(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// A fixture is a client of the gateway at url.
 type fixture struct {
-	t    *testing.T
-	up   *upstream
-	gw   *gateway.Gateway
-	url  string
-	ring *keyring.Ring
-	o    *mrtr.Options
-	hc   *http.Client
+	t   *testing.T
+	url string
+	hc  *http.Client
 }
 
 // post sends one JSON-RPC message and returns the status and the decoded
