@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -289,10 +288,4 @@ func keysetDir(t *testing.T) string {
 	dir := t.TempDir()
 	sealctl(t, dir, "init")
 	return dir + "/keyset.json"
-}
-
-func randomHex() string {
-	var b [4]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
