@@ -223,3 +223,40 @@ func TestCaseShutdown(t *testing.T) {
 	}
 	noDoubles(t, ledger)
 }
+
+// TestCaseRedisFrozen (SIGSTOP): with the guard's Redis hung, a
+// confirmation is answered unavailable (retry) and does not pay; once
+// Redis runs again, the same confirmation pays, once.
+func TestCaseRedisFrozen(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	ledger := newLedger(t)
+	up := startPay(t, ledger)
+	gw := startGatewayProc(t, "-upstream", up.URL(), "-keyset", keysetDir(t), "-single-use", "pay",
+		"-replay", r.URL()+"?max_retries=-1&dialer_retries=1&dial_timeout=200ms")
+	var s string
+	waitFor(t, "a state Redis vouches for", func() bool {
+		s = confirmable(t, gw.proxy)
+		got := pay(t, gw.proxy, s, 0)
+		if got.paid {
+			s = confirmable(t, gw.proxy)
+			return true
+		}
+		return false
+	})
+	r.Freeze()
+	got := pay(t, gw.proxy, s, 0)
+	r.Thaw()
+	if got.code != -32603 || got.reason != "unavailable" {
+		t.Fatalf("Redis frozen: %v, want -32603 unavailable", got)
+	}
+	waitFor(t, "the retry to pay", func() bool {
+		got := pay(t, gw.proxy, s, 0)
+		if got.reason != "" && got.reason != "unavailable" {
+			t.Fatalf("the retry after SIGCONT: %v", got)
+		}
+		return got.paid
+	})
+	if n := noDoubles(t, ledger); n[""] != 0 || len(n) != 2 {
+		t.Fatalf("executions %v, want 2 states once each", n)
+	}
+}
