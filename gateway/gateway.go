@@ -678,7 +678,7 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 	if !hasState(raw) {
 		return nil, nil
 	}
-	if strayState(raw) {
+	if !onlyResultState(raw, m) && strayState(raw) {
 		// A requestState the gateway would not seal: its plaintext must
 		// not reach the client.
 		ex.g.logger().Error("sealgate: upstream sent a requestState outside a result's own; refusing it", "method", methodOf(c))

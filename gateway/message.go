@@ -311,19 +311,42 @@ func hasState(b []byte) bool {
 
 // hasFoldedState looks for "requeststate" in any case around each q (a
 // rare letter in JSON), one of q and Q.
-func hasFoldedState(b []byte, q byte) bool {
+func hasFoldedState(b []byte, q byte) bool { return countFolded(b, q, 1) > 0 }
+
+// countFolded counts the "requeststate" in any case around each q in b,
+// up to max.
+func countFolded(b []byte, q byte, max int) int {
 	const name, at = "requeststate", 2 // the q's index in name
-	for i := 0; ; {
+	n := 0
+	for i := 0; n < max; {
 		j := bytes.IndexByte(b[i:], q)
 		if j < 0 {
-			return false
+			break
 		}
 		i += j
 		if i >= at && i-at+len(name) <= len(b) && bytes.EqualFold(b[i-at:i-at+len(name)], []byte(name)) {
-			return true
+			n++
 		}
 		i++
 	}
+	return n
+}
+
+// onlyResultState reports, without a second reading of raw, that the one
+// requestState the message m (read from raw) holds is its result's own:
+// raw spells the name once, in no way but plainly, and the result has
+// it. Then no other member can be named so.
+func onlyResultState(raw []byte, m object) bool {
+	if bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte("\u017f")) ||
+		countFolded(raw, 'q', 2)+countFolded(raw, 'Q', 2) != 1 {
+		return false
+	}
+	res, err := m.object("result")
+	if err != nil || res == nil {
+		return false
+	}
+	_, ok := res.get("requestState")
+	return ok
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

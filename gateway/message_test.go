@@ -33,3 +33,33 @@ func TestCheckName(t *testing.T) {
 		}
 	}
 }
+
+// TestStrayState: a requestState anywhere but as a result's own member is
+// found, in every spelling some parser reads as it, whether or not the
+// cheap test (onlyResultState) answers first.
+func TestStrayState(t *testing.T) {
+	for _, tc := range []struct {
+		msg   string
+		stray bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s"}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"requestState"}],"requestState":"s"}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"x":{"requestState":"s"}}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s","x":[{"RequestState":"s"}]}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"Requeststate":"s"}}`, true},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"reque\u017ftState\":\"s\"}}", true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s","request\u0053tate":"t"}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m","data":{"requestState":"s"}}}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"requestState":"s"}}`, true},
+		{`{"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{"_meta":{"requestState":"s"}}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"requestState":"s","result":{}}`, true},
+	} {
+		m, err := parseObject([]byte(tc.msg))
+		if err != nil {
+			m = nil // the walk alone decides
+		}
+		if got := !onlyResultState([]byte(tc.msg), m) && strayState([]byte(tc.msg)); got != tc.stray {
+			t.Errorf("%s: stray %v, want %v", tc.msg, got, tc.stray)
+		}
+	}
+}
