@@ -86,7 +86,7 @@ func TestGatewayFleet(t *testing.T) {
 
 	// A Redis just started vouches for single use only from its start
 	// plus the guard's clock margin: states sealed before are
-	// "unavailable" (redisguard, "What Redis forgot"). Wait for one flow
+	// "unvouched" (redisguard, "What Redis forgot"). Wait for one flow
 	// to go through before the load.
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	waitFor(t, "the replay guard to vouch", func() bool {

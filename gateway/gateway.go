@@ -27,8 +27,21 @@ import (
 // fields must not change after the first request.
 type Gateway struct {
 	// Upstreams are the MCP servers' base URLs; requests go to them in
-	// turn, with their path and query appended to the URL's path.
+	// turn, with their path and query appended to the URL's path. One
+	// that refuses a connection is taken out of turn for a while, and
+	// the request goes to the next (upstreams.go).
 	Upstreams []*url.URL
+	// KnownTargets are tool and prompt names and resource URIs that
+	// metrics and logs may name whatever a state's verdict (the ones a
+	// deployment configures: single use, lifetimes): a bounded set. A
+	// rejected state for any other target is labelled mrtr.Unknown,
+	// since the client chose its name.
+	KnownTargets []string
+	// HealthPath, if not empty, is a path (such as /healthz) the gateway
+	// asks an upstream out of turn for, every second, to put it back in
+	// turn as soon as it answers; empty, it comes back when its time out
+	// ends.
+	HealthPath string
 	// Principal says who sent a request.
 	Principal PrincipalSource
 	// BindSession binds states to the request's Mcp-Session-Id header,
@@ -71,12 +84,18 @@ type Gateway struct {
 	once   sync.Once
 	proxy  *httputil.ReverseProxy
 	next   atomic.Uint64
+
+	transport http.RoundTripper // Transport, or the default
+	ups       []upstreamState   // one per Upstreams
+	known     map[string]bool   // KnownTargets
 }
 
 // Stats counts requests refused, responses rewritten and upstream
 // failures. Safe for concurrent use.
 type Stats struct {
 	Refused, Sealed, UpstreamErrors, Malformed atomic.Int64
+	// Principal counts requests whose credentials were refused, by reason.
+	Principal PrincipalStats
 }
 
 // SetStates installs the States that open and seal; until then the
@@ -95,13 +114,18 @@ func (g *Gateway) logger() *slog.Logger {
 
 func (g *Gateway) init() {
 	g.once.Do(func() {
-		t := g.Transport
-		if t == nil {
-			t = http.DefaultTransport.(*http.Transport).Clone()
+		g.transport = g.Transport
+		if g.transport == nil {
+			g.transport = http.DefaultTransport.(*http.Transport).Clone()
+		}
+		g.ups = make([]upstreamState, len(g.Upstreams))
+		g.known = map[string]bool{}
+		for _, t := range g.KnownTargets {
+			g.known[t] = true
 		}
 		g.proxy = &httputil.ReverseProxy{
 			Rewrite:        g.rewrite,
-			Transport:      t,
+			Transport:      failover{g},
 			ModifyResponse: g.modifyResponse,
 			ErrorHandler:   g.errorHandler,
 			ErrorLog:       slog.NewLogLogger(g.logger().Handler(), slog.LevelWarn),
@@ -113,14 +137,16 @@ func (g *Gateway) init() {
 // exchange is what the gateway knows of one request while its response
 // comes back: the calls it made, by JSON-RPC id.
 type exchange struct {
-	g       *Gateway
-	calls   map[string]*call
-	single  *call  // the one call of a request that is not a batch
-	lazy    []byte // the request, if inspect left it unread
-	version string // MCP-Protocol-Version
-	r       *http.Request
-	w       *watched    // for the idle timeout
-	out     flushWriter // the client's ResponseWriter
+	g        *Gateway
+	calls    map[string]*call
+	single   *call  // the one call of a request that is not a batch
+	lazy     []byte // the request, if inspect left it unread
+	sent     []byte // the body sent upstream, if the gateway read it
+	upstream int    // the index of the upstream chosen
+	version  string // MCP-Protocol-Version
+	r        *http.Request
+	w        *watched    // for the idle timeout
+	out      flushWriter // the client's ResponseWriter
 }
 
 // A call is one JSON-RPC request sent upstream.
@@ -149,7 +175,7 @@ func (g *Gateway) principal(r *http.Request) string {
 	}
 	p, err := g.Principal.Principal(r)
 	if err != nil {
-		g.logger().Debug("sealgate: no principal", "err", err)
+		g.principalFailed(err)
 		return ""
 	}
 	return p
@@ -201,6 +227,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// The upstream gets what the gateway read, in one form.
 		r.Body = io.NopCloser(bytes.NewReader(out))
+		ex.sent = out
 		r.ContentLength = int64(len(out))
 		r.Header.Set("Content-Length", strconv.Itoa(len(out)))
 		r.Header["Content-Type"] = jsonType
@@ -458,6 +485,9 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	}
 	target, _, terr := params.str(targetKey)
 	c.req.Target = target
+	if g.known[target] {
+		c.req.Label = target
+	}
 	if g.BindSession {
 		c.req.Session = ex.r.Header.Get(headerSession)
 	}
@@ -497,8 +527,11 @@ var (
 
 // rewrite directs a request upstream.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	n := g.next.Add(1) - 1
-	u := g.Upstreams[n%uint64(len(g.Upstreams))]
+	k := g.pick()
+	u := g.Upstreams[k]
+	if ex, _ := pr.In.Context().Value(exchangeKey{}).(*exchange); ex != nil {
+		ex.upstream = k
+	}
 	pr.SetURL(u)
 	pr.Out.Host = u.Host
 	pr.SetXForwarded()
@@ -687,7 +720,12 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 	tok, err := ex.mrtrCall(c, st).Seal(state)
 	if err != nil {
 		method, target := c.req.Method, mrtr.Unknown
-		ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+		if errors.Is(err, mrtr.ErrNoPrincipal) {
+			// mrtr's advice names its Go option; a gateway's user sets a flag.
+			ex.g.logger().Warn("sealgate: cannot seal requestState for a request without a principal (its credentials were refused or absent: see the reason logged, and sealgate_principal_failures_total); -principal anonymous binds states to no user", "method", method)
+		} else {
+			ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+		}
 		return errorMessage(id, sealError), nil
 	}
 	ex.g.Stats.Sealed.Add(1)
@@ -715,6 +753,8 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	g.Stats.UpstreamErrors.Add(1)
 	status, msg := http.StatusBadGateway, "upstream unavailable"
 	switch {
+	case errors.Is(err, errNoUpstream):
+		msg = errNoUpstream.Error()
 	case errors.Is(err, errUpstreamResponse):
 		g.Stats.Malformed.Add(1)
 		msg = errUpstreamResponse.Error()

@@ -75,19 +75,19 @@ func (j *JWTPrincipal) Principal(r *http.Request) (string, error) {
 	}
 	tok, err := jwt.ParseSigned(raw, algs)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", errNoPrincipal, err)
+		return "", fmt.Errorf("%w: %w", errNoPrincipal, because("malformed", err))
 	}
 	if len(tok.Headers) != 1 {
-		return "", fmt.Errorf("%w: want one signature", errNoPrincipal)
+		return "", fmt.Errorf("%w: %w", errNoPrincipal, because("malformed", errors.New("want one signature")))
 	}
 	key, err := j.key(r.Context(), tok.Headers[0].KeyID, tok.Headers[0].Algorithm)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", errNoPrincipal, err)
+		return "", fmt.Errorf("%w: %w", errNoPrincipal, because("key", err))
 	}
 	var std jwt.Claims
 	var all map[string]any
 	if err := tok.Claims(key.Key, &std, &all); err != nil {
-		return "", fmt.Errorf("%w: %v", errNoPrincipal, err)
+		return "", fmt.Errorf("%w: %w", errNoPrincipal, because("signature", err))
 	}
 	if std.Expiry == nil {
 		return "", fmt.Errorf("%w: the token has no expiry", errNoPrincipal)
@@ -97,7 +97,7 @@ func (j *JWTPrincipal) Principal(r *http.Request) (string, error) {
 		leeway = 30 * time.Second
 	}
 	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: j.Issuer, AnyAudience: jwt.Audience{j.Audience}, Time: j.now()}, leeway); err != nil {
-		return "", fmt.Errorf("%w: %v", errNoPrincipal, err)
+		return "", fmt.Errorf("%w: %w", errNoPrincipal, err)
 	}
 	claim := j.Claim
 	if claim == "" {

@@ -167,7 +167,9 @@ func principal(ctx context.Context, req mcp.Request, o *Options) string {
 // wireError is the error a client sees for a state that does not open,
 // or that the handler's could not be sealed: mrtr.ClientError's answer,
 // the reason in the message and in data.reason, nothing about which check
-// failed.
+// failed. A single-use check that could not be made now ("unavailable")
+// is an internal error, which the client may retry; "replayed" and
+// "unvouched" are -32602 like every state that will never open.
 func wireError(err *mrtr.StateError) error {
 	a := mrtr.ClientError(err)
 	e := &jsonrpc.Error{Code: int64(a.Code), Message: a.Message}

@@ -20,33 +20,51 @@ import (
 
 // TestSingleUseReplayed: a single-use tool runs once per state; the same
 // state sent again is answered -32602 with data.reason "replayed", and
-// the handler does not run.
+// the handler does not run; after a restart of the server, with the
+// in-memory guard, it is answered -32602 "unvouched", and does not run.
 func TestSingleUseReplayed(t *testing.T) {
 	ring, _ := keyring.Generate(keyring.AEAD)
 	sealer, _ := seal.New(ring, nil)
-	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
-		Audience: "test", AllowAnonymous: true,
-		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
-	server.AddReceivingMiddleware(a.Middleware())
 	paid := 0
-	mcp.AddTool(server, &mcp.Tool{Name: "pay"}, func(_ context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
-		if req.Params.RequestState == "confirmed" {
-			paid++
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil, nil
+	// start starts the server with a guard of its own, as a process does:
+	// a restart is a second start.
+	start := func() *mcp.ClientSession {
+		a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
+			Audience: "test", AllowAnonymous: true,
+			SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0),
+		}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Pay?"}}, RequestState: "confirmed"}, nil, nil
-	})
-	st, ct := mcp.NewInMemoryTransports()
-	ss, _ := server.Connect(ctx, st, nil)
-	defer ss.Close()
-	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-	cs, _ := c.Connect(ctx, ct, nil)
-	defer cs.Close()
+		server := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
+		server.AddReceivingMiddleware(a.Middleware())
+		mcp.AddTool(server, &mcp.Tool{Name: "pay"}, func(_ context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+			if req.Params.RequestState == "confirmed" {
+				paid++
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Pay?"}}, RequestState: "confirmed"}, nil, nil
+		})
+		st, ct := mcp.NewInMemoryTransports()
+		ss, _ := server.Connect(ctx, st, nil)
+		t.Cleanup(func() { ss.Close() })
+		c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+		cs, _ := c.Connect(ctx, ct, nil)
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	refused := func(cs *mcp.ClientSession, retry *mcp.CallToolParams) string {
+		t.Helper()
+		_, err := cs.CallTool(ctx, retry)
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
+			t.Fatalf("replay: %v, want -32602", err)
+		}
+		var data struct{ Reason string }
+		json.Unmarshal(je.Data, &data)
+		return data.Reason
+	}
+	cs := start()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pay"})
 	if err != nil {
 		t.Fatal(err)
@@ -56,15 +74,13 @@ func TestSingleUseReplayed(t *testing.T) {
 	if _, err := cs.CallTool(ctx, retry); err != nil {
 		t.Fatal(err)
 	}
-	_, err = cs.CallTool(ctx, retry)
-	var je *jsonrpc.Error
-	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
-		t.Fatalf("replay: %v", err)
+	if r := refused(cs, retry); r != "replayed" || paid != 1 {
+		t.Fatalf("replay: reason %q, paid %d times", r, paid)
 	}
-	var data struct{ Reason string }
-	json.Unmarshal(je.Data, &data)
-	if data.Reason != "replayed" || paid != 1 {
-		t.Fatalf("replay: reason %q, paid %d times", data.Reason, paid)
+	// After a restart the in-memory guard has forgotten the use: the
+	// state is refused as unvouched (start again), not run again.
+	if r := refused(start(), retry); r != "unvouched" || paid != 1 {
+		t.Fatalf("replay after a restart: reason %q, paid %d times", r, paid)
 	}
 }
 

@@ -15,7 +15,7 @@ type Metrics interface {
 	Sealed(method, target string)
 	Opened(method, target string)
 	// Rejected counts a state refused, by the reason a client is told:
-	// "invalid", "expired", "replayed" or "unavailable".
+	// "invalid", "expired", "replayed", "unvouched" or "unavailable".
 	Rejected(method, target, reason string)
 }
 

@@ -17,6 +17,7 @@
 package mrtr
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -84,7 +85,11 @@ type Options struct {
 	// get one token, and the second flow would be refused as a replay of
 	// the first. A changed predicate makes the states in flight for the
 	// targets it changed fail to open (reason "invalid"), never open with
-	// their state misread; see docs/MCP.md.
+	// their state misread; see docs/MCP.md. With a replay.Local guard
+	// (replay.NewMemory), the first 8 of those bytes are the guard's
+	// Instance, and a state carrying another is refused (reason
+	// "unvouched"): it was sealed by another process, or by this one
+	// before a restart, whose uses this guard never saw.
 	SingleUse func(method, target string) bool
 	// Replay records uses for SingleUse; required with it.
 	Replay replay.Guard
@@ -193,11 +198,13 @@ type Call struct {
 	b      seal.Binding
 	err    error
 	done   bool
+	used   []byte                // the id of the single-use state Open recorded, for Release
 	digest [sha256.Size + 1]byte // b.ArgsDigest's array, and the single-use mark: one allocation for the Call and its digest
 }
 
-// A single-use state is its plaintext followed by nonceSize random bytes,
-// sealed under the binding whose argument digest is followed by
+// A single-use state is its plaintext followed by nonceSize bytes (with
+// a replay.Local guard, its Instance and then random bytes; else all
+// random), sealed under the binding whose argument digest is followed by
 // singleUseMark. Every other binding mrtr makes has a digest of exactly
 // sha256.Size bytes, and the binding encoding is length-prefixed, so a
 // state sealed for single use never opens as one that is not, or the
@@ -249,20 +256,29 @@ func (m *States) Seal(r Request, state string) (string, error) { return m.Call(r
 
 // Open verifies a token the client sent back for r and returns the
 // plaintext state. Errors match the seal package's sentinels, ErrArguments,
-// ErrNoPrincipal, or, for a single-use target, replay.ErrReplayed and
-// replay.ErrUnavailable; Reason says what the client may be told.
+// ErrNoPrincipal, or, for a single-use target, replay.ErrReplayed,
+// replay.ErrUnvouched and replay.ErrUnavailable; Reason says what the
+// client may be told.
 func (m *States) Open(ctx context.Context, r Request, token string) (string, error) {
 	return m.Call(r).Open(ctx, token)
 }
 
-// Reason reduces an error from Open to the word a client may be shown:
-// "replayed" for a single-use state used before, "unavailable" when the
-// single-use check could not be made, else seal.Reason's "expired" or
-// "invalid".
+// Reason reduces an error from Open to the word a client may be shown,
+// each asking something else of it (docs/MCP.md's table):
+//   - "replayed": a single-use state used before; its first use ran or
+//     is running: do not repeat on its own.
+//   - "unvouched": a single-use state the guard can never vouch for
+//     (issued before its records begin, or sealed by another instance of
+//     a guard that remembers only its own uses): start the flow again.
+//   - "unavailable": the single-use check could not be made now; the
+//     state was not used: send the same request again later.
+//   - else seal.Reason's "expired" or "invalid": start the flow again.
 func Reason(err error) string {
 	switch {
 	case errors.Is(err, replay.ErrReplayed):
 		return "replayed"
+	case errors.Is(err, replay.ErrUnvouched):
+		return "unvouched"
 	case errors.Is(err, replay.ErrUnavailable):
 		return "unavailable"
 	}
@@ -287,7 +303,12 @@ func (c *Call) Seal(state string) (string, error) {
 	if c.singleUse() {
 		b = c.singleUseBinding(b)
 		payload = make([]byte, len(state)+nonceSize)
-		rand.Read(payload[copy(payload, state):]) // never fails (crypto/rand)
+		n := copy(payload, state)
+		if l, ok := c.m.o.Replay.(replay.Local); ok {
+			inst := l.Instance()
+			n += copy(payload[n:], inst[:])
+		}
+		rand.Read(payload[n:]) // never fails (crypto/rand)
 	}
 	tok, err := c.m.s.Seal(b, payload, ttl)
 	c.m.observe("seal", start)
@@ -322,8 +343,12 @@ func (c *Call) Open(ctx context.Context, token string) (string, error) {
 		if len(state) < nonceSize {
 			err = seal.ErrInvalid // authentic, yet not made by Seal: never so
 		} else {
+			nonce := state[len(state)-nonceSize:]
 			state = state[:len(state)-nonceSize]
-			err = c.use(ctx, token)
+			err = c.vouch(nonce)
+			if err == nil {
+				err = c.use(ctx, token)
+			}
 		}
 	}
 	c.m.observe("open", start)
@@ -388,6 +413,21 @@ type boundedError struct{ err error }
 func (e boundedError) Error() string { return clip(e.err.Error(), maxErrLen) }
 func (e boundedError) Unwrap() error { return e.err }
 
+// vouch refuses a single-use state that a Local guard cannot vouch for:
+// one sealed under another guard's instance (another process, or this
+// one before a restart), whose uses that guard never saw.
+func (c *Call) vouch(nonce []byte) error {
+	l, ok := c.m.o.Replay.(replay.Local)
+	if !ok {
+		return nil
+	}
+	if inst := l.Instance(); !bytes.Equal(nonce[:len(inst)], inst[:]) {
+		return fmt.Errorf("mrtr: %s %s: %w: the state was sealed by another instance (another process, or this one before a restart), whose uses this in-memory guard cannot see",
+			clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), replay.ErrUnvouched)
+	}
+	return nil
+}
+
 // use records an authentic token's first use: its id is its
 // authentication tag, kept until its expiry plus replay.Margin, the
 // largest skew an opener allows. The token is decoded with the
@@ -402,6 +442,7 @@ func (c *Call) use(ctx context.Context, token string) error {
 	if err := c.m.o.Replay.Use(ctx, h.Tag, h.IssuedAt, h.Expiry.Add(replay.Margin)); err != nil {
 		return fmt.Errorf("mrtr: %s %s: %w", clip(c.r.Method, maxLabelLen), clip(c.r.Target, maxLabelLen), err)
 	}
+	c.used = h.Tag
 	return nil
 }
 

@@ -168,3 +168,65 @@ func TestSingleUseChangedPredicate(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleUseUnvouched: with the in-memory guard, a single-use state
+// sealed by another instance on the same keyset (a second replica, or
+// this server before a restart: a new guard) is refused as unvouched,
+// never run a second time, even by an instance that never saw it used;
+// the instance that sealed it opens it once. Under a MAC key too, whose
+// states a client can read: the instance id is authenticated with them.
+func TestSingleUseUnvouched(t *testing.T) {
+	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
+		ring, _ := keyring.Generate(alg)
+		s, _ := seal.New(ring, nil)
+		states := func(g replay.Guard) *mrtr.States {
+			m, err := mrtr.New(s, &mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: g, Metrics: &mrtr.Counters{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		a, restarted := states(replay.NewMemory(0)), states(replay.NewMemory(0))
+		pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
+		tok, err := a.Seal(pay, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			_, err := restarted.Open(ctx, pay, tok)
+			if !errors.Is(err, replay.ErrUnvouched) || mrtr.Reason(err) != "unvouched" {
+				t.Fatalf("%v: another instance's state: %v (reason %s), want unvouched", alg, err, mrtr.Reason(err))
+			}
+		}
+		if got, err := a.Open(ctx, pay, tok); err != nil || got != "s" {
+			t.Fatalf("%v: the sealing instance: %q %v", alg, got, err)
+		}
+		if _, err := a.Open(ctx, pay, tok); mrtr.Reason(err) != "replayed" {
+			t.Fatalf("%v: second use: %v", alg, err)
+		}
+	}
+}
+
+// TestSingleUseRelease: a state whose use was taken back opens once more,
+// then is replayed; a Call that recorded nothing releases nothing.
+func TestSingleUseRelease(t *testing.T) {
+	m, _ := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
+	tok, _ := m.Seal(pay, "s")
+	c := m.Call(pay)
+	if _, err := c.Open(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Release(ctx) || c.Release(ctx) {
+		t.Fatal("Release: want true once, then false")
+	}
+	if _, err := m.Open(ctx, pay, tok); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if _, err := m.Open(ctx, pay, tok); mrtr.Reason(err) != "replayed" {
+		t.Fatalf("then: %v", err)
+	}
+	if m.Call(pay).Release(ctx) {
+		t.Fatal("a Call that opened nothing released")
+	}
+}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"sync"
@@ -23,9 +24,19 @@ const shards = 64
 // ErrUnavailable rather than forget a live entry (which would let that
 // token be replayed): a flood of valid single-use tokens makes single-use
 // tools unavailable, never replayable.
+//
+// A Memory guard is Local: it knows nothing of the uses before it was
+// made or in another process. Use refuses, with ErrUnvouched, a token
+// issued in a second before the guard was made (a restart of its server
+// must not let a state used before it run again), and package mrtr
+// refuses a state sealed under another guard's Instance. A token sealed
+// by another process in the very second this guard was made passes the
+// first check: only the second one tells it apart.
 type Memory struct {
 	perShard int
 	now      func() time.Time
+	start    int64 // Unix seconds: tokens issued before are unvouched
+	instance [InstanceSize]byte
 	shard    [shards]struct {
 		mu   sync.Mutex
 		used map[[sha256.Size]byte]int64 // id hash -> expiry, Unix seconds
@@ -43,16 +54,24 @@ func NewMemory(max int) *Memory {
 	if max <= 0 {
 		max = DefaultMemoryEntries
 	}
-	m := &Memory{perShard: max/shards + 1, now: time.Now}
+	m := &Memory{perShard: max/shards + 1, now: time.Now, start: time.Now().Unix()}
+	rand.Read(m.instance[:]) // never fails (crypto/rand)
 	for i := range m.shard {
 		m.shard[i].used = map[[sha256.Size]byte]int64{}
 	}
 	return m
 }
 
-// Use records id until expires. A Memory guard keeps its records for as
-// long as its process lives, so it does not look at issuedAt.
-func (m *Memory) Use(_ context.Context, id []byte, _, expires time.Time) error {
+// Instance returns the guard's random id (replay.Local).
+func (m *Memory) Instance() [InstanceSize]byte { return m.instance }
+
+// Use records id until expires. A token issued before the guard's first
+// second is refused (ErrUnvouched): it may have been used before.
+func (m *Memory) Use(_ context.Context, id []byte, issuedAt, expires time.Time) error {
+	if issuedAt.Unix() < m.start {
+		return fmt.Errorf("%w: the state was issued at %s, before this process's single-use records begin (%s): a restart",
+			ErrUnvouched, issuedAt.UTC().Format(time.RFC3339), time.Unix(m.start, 0).UTC().Format(time.RFC3339))
+	}
 	k := sha256.Sum256(id) // a fixed-size key, whatever the tag's size
 	now := m.now().Unix()
 	s := &m.shard[k[0]%shards]
@@ -80,6 +99,16 @@ func (m *Memory) Use(_ context.Context, id []byte, _, expires time.Time) error {
 	}
 	s.used[k] = exp
 	s.sweepAt = min(s.sweepAt, exp)
+	return nil
+}
+
+// Release forgets the use of id (replay.Releaser).
+func (m *Memory) Release(_ context.Context, id []byte) error {
+	k := sha256.Sum256(id)
+	s := &m.shard[k[0]%shards]
+	s.mu.Lock()
+	delete(s.used, k)
+	s.mu.Unlock()
 	return nil
 }
 

@@ -14,28 +14,32 @@ import (
 
 var ctx = context.Background()
 
+// fresh is the issued-at of the tokens these tests use: after every
+// guard's start, whatever clock the test gives it.
+var fresh = time.Now().Add(24 * time.Hour)
+
 func TestMemoryOnce(t *testing.T) {
 	m := NewMemory(0)
 	now := time.Unix(1785240000, 0)
 	m.now = func() time.Time { return now }
 	exp := now.Add(time.Minute)
-	if err := m.Use(ctx, []byte("a"), time.Time{}, exp); err != nil {
+	if err := m.Use(ctx, []byte("a"), fresh, exp); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Use(ctx, []byte("a"), time.Time{}, exp); !errors.Is(err, ErrReplayed) {
+	if err := m.Use(ctx, []byte("a"), fresh, exp); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("second use: %v, want ErrReplayed", err)
 	}
-	if err := m.Use(ctx, []byte("b"), time.Time{}, exp); err != nil {
+	if err := m.Use(ctx, []byte("b"), fresh, exp); err != nil {
 		t.Fatalf("another token: %v", err)
 	}
 	// Through its last second the token is still refused; after, the id is
 	// free (Open refuses the token itself by then).
 	now = exp
-	if err := m.Use(ctx, []byte("a"), time.Time{}, exp); !errors.Is(err, ErrReplayed) {
+	if err := m.Use(ctx, []byte("a"), fresh, exp); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("at expiry: %v, want ErrReplayed", err)
 	}
 	now = exp.Add(2 * time.Second)
-	if err := m.Use(ctx, []byte("a"), time.Time{}, now.Add(time.Minute)); err != nil {
+	if err := m.Use(ctx, []byte("a"), fresh, now.Add(time.Minute)); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
@@ -51,7 +55,7 @@ func TestMemoryBound(t *testing.T) {
 	m.now = func() time.Time { return now }
 	refused := 0
 	for i := range 10 * max {
-		err := m.Use(ctx, fmt.Appendf(nil, "t%d", i), time.Time{}, now.Add(time.Minute))
+		err := m.Use(ctx, fmt.Appendf(nil, "t%d", i), fresh, now.Add(time.Minute))
 		if errors.Is(err, ErrUnavailable) {
 			refused++
 		} else if err != nil {
@@ -67,14 +71,14 @@ func TestMemoryBound(t *testing.T) {
 	// Every token accepted so far is still refused: none was forgotten.
 	for i := range 10 * max {
 		id := fmt.Appendf(nil, "t%d", i)
-		k := m.Use(ctx, id, time.Time{}, now.Add(time.Minute))
+		k := m.Use(ctx, id, fresh, now.Add(time.Minute))
 		if k == nil {
 			t.Fatalf("token %d went through a second time", i)
 		}
 	}
 	// Once they expire, the flood's entries are swept for new tokens.
 	now = now.Add(2 * time.Minute)
-	if err := m.Use(ctx, []byte("fresh"), time.Time{}, now.Add(time.Minute)); err != nil {
+	if err := m.Use(ctx, []byte("fresh"), fresh, now.Add(time.Minute)); err != nil {
 		t.Fatalf("after the flood expired: %v", err)
 	}
 	if n := m.Len(); n > shards*(max/shards+1) {
@@ -91,7 +95,7 @@ func TestMemoryConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
-			if m.Use(ctx, []byte("same"), time.Time{}, exp) == nil {
+			if m.Use(ctx, []byte("same"), fresh, exp) == nil {
 				wins.Add(1)
 			}
 		})
@@ -110,7 +114,7 @@ func TestMemoryRefillAfterSweep(t *testing.T) {
 	now := time.Unix(1785240000, 0)
 	m.now = func() time.Time { return now }
 	ids := sameShard(3)
-	use := func(id []byte) error { return m.Use(ctx, id, time.Time{}, now.Add(time.Minute)) }
+	use := func(id []byte) error { return m.Use(ctx, id, fresh, now.Add(time.Minute)) }
 	if err := use(ids[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +127,7 @@ func TestMemoryRefillAfterSweep(t *testing.T) {
 		t.Fatalf("after the refill expired: %v, want room", err)
 	}
 	// And the bound still holds against live entries.
-	if err := m.Use(ctx, sameShardAs(ids[2], 1)[0], time.Time{}, now.Add(time.Minute)); !errors.Is(err, ErrUnavailable) {
+	if err := m.Use(ctx, sameShardAs(ids[2], 1)[0], fresh, now.Add(time.Minute)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("a full shard of live entries: %v, want ErrUnavailable", err)
 	}
 }
@@ -166,7 +170,7 @@ func TestMemoryModel(t *testing.T) {
 		case live(shardOf(id)) >= m.perShard:
 			want = ErrUnavailable
 		}
-		err := m.Use(ctx, id, time.Time{}, expires)
+		err := m.Use(ctx, id, fresh, expires)
 		if !errors.Is(err, want) || (want == nil && err != nil) {
 			t.Fatalf("step %d: Use = %v, want %v (%d live in its shard, bound %d)", step, err, want, live(shardOf(id)), m.perShard)
 		}
@@ -211,4 +215,44 @@ func sameShardAs(id []byte, n int) [][]byte {
 		}
 	}
 	return out
+}
+
+// TestMemoryUnvouched: a Memory guard refuses, as unvouched and not as
+// unavailable, a token issued before its first second (a state sealed
+// before a restart), and accepts one issued in it; each guard has an
+// instance of its own.
+func TestMemoryUnvouched(t *testing.T) {
+	m := NewMemory(0)
+	start := time.Unix(m.start, 0)
+	exp := time.Now().Add(time.Minute)
+	err := m.Use(ctx, []byte("old"), start.Add(-time.Second), exp)
+	if !errors.Is(err, ErrUnvouched) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("issued before the start: %v, want ErrUnvouched only", err)
+	}
+	if err := m.Use(ctx, []byte("old"), start, exp); err != nil {
+		t.Fatalf("issued in the start's second: %v", err)
+	}
+	if m.Instance() == NewMemory(0).Instance() || m.Instance() == [InstanceSize]byte{} {
+		t.Fatalf("instance %x is not random", m.Instance())
+	}
+	var _ Local = m
+}
+
+// TestMemoryRelease: a released use can be made again, once.
+func TestMemoryRelease(t *testing.T) {
+	m := NewMemory(0)
+	exp := time.Now().Add(time.Minute)
+	var g Releaser = m
+	if err := g.Use(ctx, []byte("a"), fresh, exp); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Use(ctx, []byte("a"), fresh, exp); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if err := g.Use(ctx, []byte("a"), fresh, exp); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("second use after release: %v", err)
+	}
 }

@@ -44,14 +44,52 @@ type Guard interface {
 	// refuses tokens issued before then, which it can no longer vouch for.
 	//
 	// Use returns nil only for the first use: the caller may then act on
-	// the token, once. It returns an error matching ErrReplayed if the id
-	// was used before and has not expired, and one matching ErrUnavailable
-	// if it cannot tell (the guard is full, its server does not answer in
-	// time, another use of the id is still undecided, or the token was
-	// issued before the guard lost its records); a caller must then refuse
-	// the token.
+	// the token, once. Otherwise the caller must refuse the token, and
+	// the error says what its client should do:
+	//   - ErrReplayed: the id was used before and has not expired; the
+	//     first use ran, or is running. Do not repeat on its own.
+	//   - ErrUnvouched: the guard can never vouch for this token (it was
+	//     issued before the guard lost its records, or sealed by another
+	//     instance of a guard that remembers only its own uses); trying
+	//     it again cannot help: start the flow again.
+	//   - ErrUnavailable: the guard cannot tell now (it is full, its
+	//     server does not answer in time, another use of the id is still
+	//     undecided); the token was not used: try it again later.
 	Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Time) error
 }
+
+// A Releaser is a Guard that can take back a use it recorded, for a
+// caller that learns, after Use returned nil, that it provably did not
+// act on the token (the gateway could not connect to any upstream, so
+// the request never left it): the token is then usable again.
+//
+// Release must be called only by the caller whose Use of id returned
+// nil, and only when nothing acted on the token. A concurrent use of the
+// same token between the two calls was told ErrReplayed (the memory
+// guard) or ErrUnavailable (Redis, while the use was unconfirmed) and
+// did not run either; its client may then start the flow again or
+// retry. Release with nothing recorded does nothing.
+type Releaser interface {
+	Guard
+	Release(ctx context.Context, id []byte) error
+}
+
+// A Local guard remembers only the uses made through it, in this process
+// (the Memory guard): a token sealed by another process, or by this one
+// before the guard was made, may have been used where the guard cannot
+// see. Package mrtr seals the Instance of a Local guard inside every
+// single-use state, and refuses with ErrUnvouched a state that carries
+// another: so no restart and no second instance can run a state twice.
+// Callers that seal for a Local guard themselves must do the same.
+type Local interface {
+	Guard
+	// Instance identifies this guard: random, different for every guard
+	// made, in this process or any other.
+	Instance() [InstanceSize]byte
+}
+
+// InstanceSize is the size of a Local guard's instance id.
+const InstanceSize = 8
 
 var (
 	// ErrReplayed reports a token used before.
@@ -59,6 +97,12 @@ var (
 	// ErrUnavailable reports a guard that cannot record a use. Single-use
 	// tokens are refused meanwhile: the guard fails closed.
 	ErrUnavailable = errors.New("replay: single-use check unavailable")
+	// ErrUnvouched reports a token the guard can never vouch for: it may
+	// have been used where the guard cannot see (before a restart of
+	// the guard or of its server, on another instance). It does not
+	// match ErrUnavailable: a retry of the same token gets the same
+	// answer, and the client must start the flow again.
+	ErrUnvouched = errors.New("replay: single use cannot be vouched for; start the flow again")
 )
 
 // Margin is how long past its expiry a guard keeps a token's id: the

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -34,6 +36,7 @@ type Config struct {
 	JWTIssuer, JWTAudience, JWKSURL string
 	JWTClaim                        string
 	JWKSRefresh                     time.Duration
+	JWKSInsecureHTTP                bool
 	TLSCert, TLSKey, ClientCA       string
 	CertField                       string
 
@@ -47,6 +50,7 @@ type Config struct {
 
 	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
 	UpstreamTimeout, IdleTimeout, ShutdownTimeout    time.Duration
+	UpstreamHealth                                   string // a path probed on an upstream out of turn
 
 	// What a client connection may take (http.Server and the listener).
 	ReadHeaderTimeout, BodyTimeout, ClientIdleTimeout time.Duration
@@ -72,6 +76,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "with -principal jwt: the issuer (iss) tokens must name")
 	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "with -principal jwt: the audience (aud) tokens must include")
 	fs.StringVar(&c.JWKSURL, "jwks-url", "", "with -principal jwt: the issuer's JWKS URL")
+	fs.BoolVar(&c.JWKSInsecureHTTP, "jwks-insecure-http", false, "with -principal jwt: accept a plain-http -jwks-url on a host other than loopback (whoever is on the path can then sign tokens for any user)")
 	fs.StringVar(&c.JWTClaim, "jwt-claim", "sub", "with -principal jwt: the claim holding the principal")
 	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", 10*time.Minute, "with -principal jwt: how often the JWKS is fetched again")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
@@ -81,12 +86,13 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.StripAuthorization, "strip-authorization", false, "do not forward the Authorization header upstream")
 	fs.BoolVar(&c.BindSession, "bind-session", true, "bind states to the Mcp-Session-Id header when a request has one (a stateful upstream)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", 0, "lifetime of a state (0: 10 minutes); the keyset's maximum caps it")
-	fs.StringVar(&c.TTL, "ttl", "", "per-target lifetimes: name=duration,... (a tool or prompt name, a resource URI)")
+	fs.StringVar(&c.TTL, "ttl", "", "per-target lifetimes: name=duration,... (a tool or prompt name, a resource URI); a state is still accepted for the keyset's skew after it (30 s by default: tool=2s is refused after 2 s plus the skew)")
 	fs.StringVar(&c.SingleUse, "single-use", "", "targets whose states open once, comma-separated")
-	fs.StringVar(&c.Replay, "replay", "memory", "where single use is recorded: memory (one gateway), or a redis:// URL shared by a fleet")
+	fs.StringVar(&c.Replay, "replay", "", "where single use is recorded: memory (one gateway; the default, refused unless given explicitly with a -keyset in a shared store, which implies a fleet), or a redis:// URL shared by a fleet")
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", 8<<20, "largest request body")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 16<<20, "largest JSON response body (SSE streams are bounded per event)")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
+	fs.StringVar(&c.UpstreamHealth, "upstream-health", "", "a path (such as /healthz) asked every second of an upstream that refused a connection, to put it back in turn once it answers (\"\": back after its time out, 1 s doubling to 30 s)")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 30*time.Second, "time for the upstream to send its response headers")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 5*time.Minute, "end a response after this long without a byte from upstream (0: never)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time for a client to send a request's headers")
@@ -94,7 +100,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ClientIdleTimeout, "client-idle-timeout", 2*time.Minute, "close a client's keep-alive connection idle this long")
 	fs.IntVar(&c.MaxConnections, "max-connections", 4096, "client connections served at once; more wait to be accepted (0: no cap)")
 	fs.StringVar(&c.PassThrough, "passthrough", "", "paths carrying no MCP traffic (OAuth metadata, say), comma-separated: requests for exactly these go upstream unread, with any method and body")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish: longer than the slowest single-use tool, and shorter than the orchestrator's grace period (Kubernetes terminationGracePeriodSeconds)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or text")
 }
@@ -221,6 +227,8 @@ func (c *Config) check() error {
 	case "jwt":
 		if c.JWTIssuer == "" || c.JWTAudience == "" || c.JWKSURL == "" {
 			errs = append(errs, errors.New("-principal jwt needs -jwt-issuer, -jwt-audience and -jwks-url"))
+		} else if err := checkJWKSURL(c.JWKSURL, c.JWKSInsecureHTTP); err != nil {
+			errs = append(errs, err)
 		}
 	case "mtls":
 		if c.TLSCert == "" || c.TLSKey == "" || c.ClientCA == "" {
@@ -239,10 +247,58 @@ func (c *Config) check() error {
 	if c.ReadHeaderTimeout <= 0 || c.ClientIdleTimeout <= 0 || c.BodyTimeout < 0 || c.MaxConnections < 0 {
 		errs = append(errs, errors.New("-read-header-timeout and -client-idle-timeout must be positive, -body-timeout and -max-connections not negative"))
 	}
+	if c.SingleUse != "" && c.Replay == "" && sharedKeyset(c.Keyset) {
+		errs = append(errs, fmt.Errorf("-single-use with the in-memory guard and -keyset %s in a shared store: that is how a fleet of gateways is configured, and each gateway's memory guard sees only its own uses (another gateway refuses its states as unvouched): give every gateway -replay redis://... on one Redis (docs/FLEET.md), or, for one gateway only, -replay memory", redactURL(c.Keyset)))
+	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkJWKSURL refuses a JWKS URL that is not https, unless it names a
+// loopback host or insecure is set: the JWKS decides who may sign tokens.
+func checkJWKSURL(s string, insecure bool) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("-jwks-url %q: want an https:// URL", s)
+	}
+	if u.Scheme == "https" || insecure {
+		return nil
+	}
+	h := u.Hostname()
+	if ip := net.ParseIP(h); h == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-jwks-url %s is plain http to another host: whoever is on the path could sign tokens for any user; use https, or -jwks-insecure-http", u.Redacted())
+}
+
+// sharedKeyset reports whether a -keyset names a store several gateways
+// can share (anything but a file).
+func sharedKeyset(ks string) bool {
+	scheme, _, ok := strings.Cut(ks, "://")
+	return ok && scheme != "file"
+}
+
+// redactURL is a store URL without its user information and query, for
+// an error message.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL)"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
+
+// knownTargets are the targets the configuration names (-single-use,
+// -ttl): metrics may label rejections with them.
+func (c *Config) knownTargets() []string {
+	names := splitList(c.SingleUse)
+	ttl, _ := c.ttls()
+	for k := range ttl {
+		names = append(names, k)
+	}
+	return names
 }
 
 // ttls parses -ttl.

@@ -40,6 +40,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -102,6 +103,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	logRedis(log)
 	g, err := newGateway(c, log)
 	if err != nil {
 		return err
@@ -134,6 +136,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	o.Metrics = metrics
 
 	var shutting atomic.Bool
+	h := &health{g: g, guard: o.Replay, shutting: &shutting}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
@@ -155,17 +158,10 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-			switch {
-			case shutting.Load():
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			case !g.Ready():
-				http.Error(w, "no keyset loaded", http.StatusServiceUnavailable)
-			default:
-				io.WriteString(w, "ok\n")
-			}
-		})
+		// /healthz answers 200 while the process runs (liveness), with
+		// every part's state as JSON; /readyz decides readiness.
+		mux.HandleFunc("GET /healthz", h.healthz)
+		mux.HandleFunc("GET /readyz", h.readyz)
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, admin)
@@ -184,7 +180,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
-		loadKeyset(ctx, c, g, o, metrics, log)
+		loadKeyset(ctx, c, g, o, metrics, log, &h.loader)
 	}()
 
 	select {
@@ -193,7 +189,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	case <-ctx.Done():
 	}
 	shutting.Store(true)
-	log.Info("sealgate: shutting down", "timeout", c.ShutdownTimeout)
+	log.Info("sealgate: shutting down", "timeout", c.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	var errs []error
@@ -226,6 +222,8 @@ func serve(s *http.Server, ln net.Listener, tls bool) error {
 
 func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	g := &gateway.Gateway{
+		HealthPath:         c.UpstreamHealth,
+		KnownTargets:       c.knownTargets(),
 		BindSession:        c.BindSession,
 		StripAuthorization: c.StripAuthorization,
 		MaxRequestBytes:    c.MaxRequestBytes,
@@ -335,7 +333,7 @@ func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
 // loadKeyset loads the keyset, retrying until it loads or ctx ends, then
 // installs the States on g and follows the keyset's changes until ctx
 // ends.
-func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger) {
+func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger, loader *atomic.Pointer[keyset.Loader]) {
 	var ring *keyring.Ring
 	var l *keyset.Loader
 	if c.Keyset == "" {
@@ -350,7 +348,7 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 			if ring, err = l.Load(ctx); err == nil {
 				break
 			}
-			log.Error("sealgate: cannot load the keyset; retrying", "err", err, "in", wait)
+			log.Error("sealgate: cannot load the keyset; retrying", "err", err, "in", wait.String())
 			select {
 			case <-ctx.Done():
 				return
@@ -358,6 +356,7 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 			}
 			wait = min(2*wait, 30*time.Second)
 		}
+		loader.Store(l)
 		if err := m.ObserveLoader(l, ring); err != nil {
 			log.Warn("sealgate: keyset metrics", "err", err)
 		}
@@ -401,12 +400,19 @@ func gatewayMetrics(meter metric.Meter, g *gateway.Gateway) error {
 	if err != nil {
 		return err
 	}
+	principal, err := meter.Int64ObservableCounter("sealgate.principal.failures", metric.WithDescription("requests whose credentials the -principal source refused (they reach the upstream without a principal, and carry no state), by reason: one of gateway.PrincipalReasons"))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for reason, n := range g.Stats.Principal.Failures() {
+			o.ObserveInt64(principal, n, metric.WithAttributes(attribute.String("reason", reason)))
+		}
 		o.ObserveInt64(refused, g.Stats.Refused.Load())
 		o.ObserveInt64(sealed, g.Stats.Sealed.Load())
 		o.ObserveInt64(upstream, g.Stats.UpstreamErrors.Load())
 		o.ObserveInt64(malformed, g.Stats.Malformed.Load())
 		return nil
-	}, refused, sealed, upstream, malformed)
+	}, refused, sealed, upstream, malformed, principal)
 	return err
 }

@@ -117,6 +117,9 @@ func TestRun(t *testing.T) {
 	}
 	sealctl(t, dir, "init")
 	waitFor(t, "readiness", func() bool { s, _ := get("/readyz"); return s == 200 })
+	if _, body := get("/healthz"); !strings.Contains(body, `"ready":true`) || !strings.Contains(body, `"loaded":true`) {
+		t.Fatalf("/healthz once ready: %s", body)
+	}
 	f := &fixture{t: t, url: proxy + "/mcp"}
 	_, m := f.post(rpcCall(1, "tools/call", "book", nil, ""), v2026)
 	tok := resultOf(t, m)["requestState"].(string)
@@ -125,7 +128,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("tampered: %v", m)
 	}
 	_, metrics := get("/metrics")
-	for _, want := range []string{`stateseal_states_sealed_total{method="tools/call"`, `stateseal_states_rejected_total{method="tools/call",`, "sealgate_requests_refused_total", "stateseal_keyset_version"} {
+	for _, want := range []string{`stateseal_states_sealed_total{method="tools/call"`, `stateseal_states_rejected_total{method="tools/call",`, "sealgate_requests_refused_total", "sealgate_principal_failures_total", "stateseal_keyset_version"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -28,9 +28,12 @@
 //     the token.
 //   - A recorded use counts as "replayed" for others only once its owner
 //     has confirmed it (an acknowledgement Use sends after the record's
-//     reply arrived, in the background). An unconfirmed record of another
-//     attempt is "unavailable; try again": its owner may still be waiting
-//     for the reply, or may have given up.
+//     reply arrived, in the background). Use waits, within its deadline,
+//     while another attempt's record is unconfirmed (a concurrent
+//     duplicate usually sees the confirmation land a round trip later,
+//     and is told "replayed"); past the deadline it is "unavailable; try
+//     again": its owner may still be waiting for the reply, or may have
+//     given up.
 //   - An owner that gave up removes its unconfirmed record, in the
 //     background, as soon as Redis answers again. The retry of the state
 //     then goes through.
@@ -45,8 +48,9 @@
 // to a replica that may have missed the last writes), the epoch is set to
 // the moment Redis lost records: its start, when a restart is the only
 // possible loss, else its present time. A token issued before the epoch
-// plus Options.ClockMargin is refused with replay.ErrUnavailable: it may
-// have been used in what Redis forgot. Each Guard also refreshes the
+// plus Options.ClockMargin is refused with replay.ErrUnvouched (start the
+// flow again; trying the same state again cannot help): it may have been
+// used in what Redis forgot. Each Guard also refreshes the
 // epoch every second in the background. A Redis whose maxmemory-policy
 // may evict keys (anything but noeviction with a maxmemory set) could drop
 // records without a trace: the guard then refuses every state, saying
@@ -312,6 +316,13 @@ func (g *Guard) Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Tim
 			return claim.Run(ctx, g.client, []string{key, epoch}, args...).Slice()
 		})
 		if err == nil {
+			// Another use's record, not confirmed yet: its confirmation
+			// usually follows within a round trip, so wait for it (a
+			// concurrent duplicate is then told replayed, not
+			// unavailable), or for its removal, until the deadline.
+			if status, _ := r[0].(string); status == "busy" && sleep(ctx, backoff) {
+				continue
+			}
 			return g.settle(r, j, unknown, issuedAt, deadline)
 		}
 		last = err
@@ -373,10 +384,37 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 			replay.ErrUnavailable, time.Until(time.UnixMilli(now)).Abs().Round(time.Millisecond), g.o.ClockMargin)
 	case "stale":
 		et, _ := r[2].(int64)
-		return fmt.Errorf("%w: the state was issued at %s, before Redis's single-use records begin (%s: a restart, failover or flush); start the flow again",
-			replay.ErrUnavailable, issuedAt.UTC().Format(time.RFC3339), time.UnixMilli(et).UTC().Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: the state was issued at %s, before Redis's single-use records begin (%s: a restart, failover or flush)",
+			replay.ErrUnvouched, issuedAt.UTC().Format(time.RFC3339), time.UnixMilli(et).UTC().Format(time.RFC3339Nano))
 	}
 	return fmt.Errorf("%w: unexpected answer from Redis %v", replay.ErrUnavailable, r)
+}
+
+// Release removes the record of id (replay.Releaser), within
+// Options.Timeout: the caller's Use of id returned nil and nothing acted
+// on the token. A confirmation still on its way finds no record and does
+// nothing.
+func (g *Guard) Release(ctx context.Context, id []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, g.o.Timeout)
+	defer cancel()
+	key, _ := g.keys(id)
+	_, err := bounded(ctx, func(ctx context.Context) (int64, error) { return g.client.Del(ctx, key).Result() })
+	if err != nil {
+		return fmt.Errorf("%w: redis: releasing a use: %w", replay.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// sleep waits for d, and reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // bounded runs f and returns by ctx's deadline even if f does not (a

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/stateseal/stateseal/gateway"
+	"github.com/stateseal/stateseal/replay"
+)
+
+// TestHealthJWKS: with -principal jwt, a JWKS never fetched (the issuer
+// down at start) makes the gateway not ready, and /healthz says why, as
+// JSON; once the JWKS answers, the readiness check fetches it and the
+// gateway is ready. The guard and the upstreams are reported too.
+func TestHealthJWKS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	up, _ := url.Parse("http://127.0.0.1:1")
+	g := &gateway.Gateway{Upstreams: []*url.URL{up}, Principal: &gateway.JWTPrincipal{Issuer: "i", Audience: "a", JWKSURL: "http://" + addr + "/jwks"}}
+	var shutting atomic.Bool
+	h := &health{g: g, guard: replay.NewMemory(0), shutting: &shutting}
+	rep := h.report(context.Background())
+	if rep.Ready || rep.JWKS["fetched"] != false || rep.JWKS["error"] == nil || rep.Guard["kind"] != "memory" || len(rep.Upstreams) != 1 {
+		t.Fatalf("JWKS down: %+v", rep)
+	}
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	doc, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: "k", Algorithm: "EdDSA", Use: "sig"}}})
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(doc) }))
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+	h.lastWarm.Store(0) // the readiness check fetches at most every 5 s
+	rep = h.report(context.Background())
+	// No keyset in this test: ready stays false, for that reason only.
+	if rep.JWKS["fetched"] != true || rep.Status != "no keyset loaded" {
+		t.Fatalf("JWKS up: %+v", rep)
+	}
+}
+
+// TestHealthKeysetVanished: a keyset deleted from its store (a file
+// here; a Redis restarted without persistence in production) makes the
+// gateway not ready, and /healthz says why; it is ready again once the
+// keyset is back.
+func TestHealthKeysetVanished(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	ks := keysetDir(t)
+	r := startRun(t, "-upstream", up.URL, "-principal", "anonymous", "-keyset", ks)
+	waitFor(t, "readiness", r.ready)
+	saved, err := os.ReadFile(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(ks)
+	waitFor(t, "not ready", func() bool { return !r.ready() })
+	resp, err := http.Get(r.admin + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "vanished") {
+		t.Fatalf("/healthz with the keyset gone: %d %s", resp.StatusCode, body)
+	}
+	if err := os.WriteFile(ks, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ready again", r.ready)
+}

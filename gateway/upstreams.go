@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync/atomic"
+	"time"
+)
+
+// Upstreams are used in turn, and one that refuses a connection is taken
+// out of turn: passively, on the failed dial of a real request. It comes
+// back into turn when its time out ends (1 s, doubling at each failure in
+// a row, at most 30 s), or, with HealthPath, as soon as a probe of it gets
+// an HTTP answer. A request whose connection was refused, which therefore
+// provably never left the gateway, goes to the next upstream; when none
+// accepts a connection, the single-use state it opened is taken back
+// (mrtr.Call.Release), so the client's retry runs once, and the client
+// gets -32603 "upstream unavailable; try again".
+type upstreamState struct {
+	downUntil atomic.Int64 // UnixNano; at or before now: in turn
+	backoff   atomic.Int64 // the last time out, ns; 0 while it answers
+	probing   atomic.Bool
+}
+
+const (
+	minEject = time.Second
+	maxEject = 30 * time.Second
+)
+
+// errNoUpstream reports a request that no upstream accepted a connection
+// for: it was never sent.
+var errNoUpstream = errors.New("upstream unavailable; try again")
+
+// pick returns the index of the next upstream in turn, skipping those
+// out of turn, unless all are: a refused connection costs nothing, and
+// one of them may be back.
+func (g *Gateway) pick() int {
+	n := uint64(len(g.Upstreams))
+	start := g.next.Add(1) - 1
+	now := time.Now().UnixNano()
+	for i := range n {
+		k := int((start + i) % n)
+		if g.ups[k].downUntil.Load() <= now {
+			return k
+		}
+	}
+	return int(start % n)
+}
+
+// dialFailed reports whether err is a failure to connect: nothing of the
+// request was written.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func (g *Gateway) eject(k int, err error) {
+	u := &g.ups[k]
+	b := min(max(2*time.Duration(u.backoff.Load()), minEject), maxEject)
+	u.backoff.Store(int64(b))
+	u.downUntil.Store(time.Now().Add(b).UnixNano())
+	g.logger().Warn("sealgate: upstream refused a connection; out of turn", "upstream", g.Upstreams[k].Redacted(), "for_seconds", b.Seconds(), "err", err)
+	if g.HealthPath != "" && u.probing.CompareAndSwap(false, true) {
+		go g.probe(k)
+	}
+}
+
+func (g *Gateway) answered(k int) {
+	u := &g.ups[k]
+	if u.backoff.Swap(0) != 0 {
+		u.downUntil.Store(0)
+		g.logger().Info("sealgate: upstream answers; back in turn", "upstream", g.Upstreams[k].Redacted())
+	}
+}
+
+// probe asks upstream k for HealthPath every second until it answers
+// (any HTTP status below 500), then puts it back in turn.
+func (g *Gateway) probe(k int) {
+	defer g.ups[k].probing.Store(false)
+	target := g.Upstreams[k].JoinPath(g.HealthPath)
+	for g.ups[k].backoff.Load() != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+		resp, err := g.transport.RoundTrip(req)
+		if err == nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			resp.Body.Close()
+		}
+		cancel()
+		if err == nil && resp.StatusCode < 500 {
+			g.answered(k)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// failover is the proxy's transport: it sends a request to the upstream
+// rewrite chose, and, while upstreams refuse the connection, to the next.
+type failover struct{ g *Gateway }
+
+func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
+	g := f.g
+	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	k := -1
+	var body []byte
+	replayable := req.Body == nil || req.Body == http.NoBody
+	if ex != nil {
+		k = ex.upstream
+		if ex.sent != nil {
+			body, replayable = ex.sent, true
+			// The transport may then send it again on a fresh connection
+			// when a reused one fails before anything is written.
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
+	}
+	tried := make([]bool, len(g.Upstreams))
+	for {
+		resp, err := g.transport.RoundTrip(req)
+		if k < 0 {
+			return resp, err
+		}
+		tried[k] = true
+		if err == nil || !dialFailed(err) || !replayable {
+			if err == nil {
+				g.answered(k)
+			}
+			return resp, err
+		}
+		g.eject(k, err)
+		if k = g.untried(tried); k < 0 {
+			if ex != nil && ex.single != nil && ex.single.mc != nil {
+				ex.single.mc.Release(context.WithoutCancel(req.Context()))
+			}
+			return nil, errors.Join(errNoUpstream, err)
+		}
+		next := req.Clone(req.Context())
+		if ex != nil {
+			u := *ex.r.URL
+			next.URL = &u
+		}
+		pr := &httputil.ProxyRequest{In: ex.r, Out: next}
+		pr.SetURL(g.Upstreams[k])
+		next.Host = g.Upstreams[k].Host
+		if body != nil {
+			next.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		req = next
+	}
+}
+
+// untried returns the next upstream not tried yet, those in turn first.
+func (g *Gateway) untried(tried []bool) int {
+	now := time.Now().UnixNano()
+	alt := -1
+	for k, t := range tried {
+		if t {
+			continue
+		}
+		if g.ups[k].downUntil.Load() <= now {
+			return k
+		}
+		if alt < 0 {
+			alt = k
+		}
+	}
+	return alt
+}
