@@ -210,6 +210,27 @@ func attacker(w http.ResponseWriter, r *http.Request, msg map[string]any) {
 	case "nested":
 		h.Set("Content-Type", "application/json")
 		js, _ = jsonMarshal(result(msg, map[string]any{"content": []any{map[string]any{"type": "text", "text": "x", "RequestState": plain}}}))
+	case "snake-json":
+		// pydantic (the Python SDK's client) reads request_state as
+		// requestState.
+		h.Set("Content-Type", "application/json")
+		js, _ = jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "request_state": plain}))
+	case "snake-sse":
+		h.Set("Content-Type", "text/event-stream")
+		n, _ := jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "Request-State": plain}))
+		io.WriteString(w, "event: message\ndata: "+string(n)+"\n\n")
+		return
+	case "sse-double-bom", "sse-unknown-field":
+		// A BOM encoded twice (C3 AF C2 BB C2 BF): the gateway would read
+		// the field "ï»¿data", eventsource-parser (the TypeScript SDK's)
+		// drops the three characters and reads the data.
+		h.Set("Content-Type", "text/event-stream")
+		prefix := "\u00ef\u00bb\u00bf"
+		if r.URL.Path == "/sse-unknown-field" {
+			prefix = "x"
+		}
+		io.WriteString(w, prefix+"data: "+string(js)+"\n\n")
+		return
 	case "sse-notification", "sse-server-request":
 		h.Set("Content-Type", "text/event-stream")
 		m := map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"requestState": plain}}
@@ -252,7 +273,8 @@ func TestResponseFraming(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	for _, mode := range []string{"101", "101-bare", "gzip-json", "gzip-sse-stored", "deflate-sse", "json-seq", "vnd-json", "text-json",
-		"two-types", "utf-16", "text-plain", "untyped-utf16", "error-data", "nested", "sse-notification", "sse-server-request"} {
+		"two-types", "utf-16", "text-plain", "untyped-utf16", "error-data", "nested", "sse-notification", "sse-server-request",
+		"snake-json", "snake-sse", "sse-double-bom", "sse-unknown-field"} {
 		t.Run(mode, func(t *testing.T) {
 			status, b := do("POST", "/"+mode)
 			if bytes.Contains(b, []byte(plain)) || bytes.Contains(b, []byte("secret")) {
