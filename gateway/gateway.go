@@ -294,6 +294,9 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fra
 	body, err := readBounded(r.Body, g.MaxRequestBytes)
 	r.Body.Close()
 	switch {
+	case err == nil && len(r.Trailer) > 0:
+		// Trailers not declared in a Trailer header, read with the body.
+		return nil, refuseFraming(http.StatusBadRequest, "a request with trailers: the gateway does not take request trailers")
 	case err == nil:
 		return body, nil
 	case errors.Is(err, errTooLarge):
@@ -497,6 +500,16 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	// Compression would hide a state from the gateway's reading, in a
 	// JSON body or an SSE stream: what comes back otherwise is refused.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
+	// Never trailers: a pass-through request's undeclared ones arrive
+	// after it was forwarded, unread (ServeHTTP refuses the others).
+	pr.Out.Trailer = nil
+	// One Mcp-Session-Id, the one states are bound to: no other
+	// spelling a server may read as the same (Mcp_Session_Id).
+	for k := range pr.Out.Header {
+		if k != headerSession && sameHeader(k, "mcp-session-id") {
+			delete(pr.Out.Header, k)
+		}
+	}
 	if g.StripAuthorization {
 		pr.Out.Header.Del("Authorization")
 	}
