@@ -46,6 +46,7 @@ type Config struct {
 	Replay     string // memory, or a redis:// URL
 
 	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
+	MaxRequestBytesInFlight                          int64
 	UpstreamTimeout, IdleTimeout, ShutdownTimeout    time.Duration
 
 	// What a client connection may take (http.Server and the listener).
@@ -85,6 +86,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SingleUse, "single-use", "", "targets whose states open once, comma-separated")
 	fs.StringVar(&c.Replay, "replay", "memory", "where single use is recorded: memory (one gateway), or a redis:// URL shared by a fleet")
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", 8<<20, "largest request body")
+	fs.Int64Var(&c.MaxRequestBytesInFlight, "max-request-bytes-in-flight", 256<<20, "memory of all request bodies held at once; past it requests get 503 (0: no bound)")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 16<<20, "largest JSON response body (SSE streams are bounded per event)")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 30*time.Second, "time for the upstream to send its response headers")
@@ -238,6 +240,9 @@ func (c *Config) check() error {
 	}
 	if c.ReadHeaderTimeout <= 0 || c.ClientIdleTimeout <= 0 || c.BodyTimeout < 0 || c.MaxConnections < 0 {
 		errs = append(errs, errors.New("-read-header-timeout and -client-idle-timeout must be positive, -body-timeout and -max-connections not negative"))
+	}
+	if c.MaxRequestBytesInFlight < 0 || c.MaxRequestBytesInFlight > 0 && c.MaxRequestBytesInFlight < c.MaxRequestBytes {
+		errs = append(errs, errors.New("-max-request-bytes-in-flight must be 0 (no bound) or at least -max-request-bytes"))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))

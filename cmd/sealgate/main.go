@@ -226,15 +226,16 @@ func serve(s *http.Server, ln net.Listener, tls bool) error {
 
 func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	g := &gateway.Gateway{
-		BindSession:        c.BindSession,
-		StripAuthorization: c.StripAuthorization,
-		MaxRequestBytes:    c.MaxRequestBytes,
-		MaxResponseBytes:   c.MaxResponseBytes,
-		MaxEventBytes:      c.MaxEventBytes,
-		IdleTimeout:        c.IdleTimeout,
-		BodyTimeout:        c.BodyTimeout,
-		PassThrough:        splitList(c.PassThrough),
-		Logger:             log,
+		BindSession:             c.BindSession,
+		StripAuthorization:      c.StripAuthorization,
+		MaxRequestBytes:         c.MaxRequestBytes,
+		MaxRequestBytesInFlight: c.MaxRequestBytesInFlight,
+		MaxResponseBytes:        c.MaxResponseBytes,
+		MaxEventBytes:           c.MaxEventBytes,
+		IdleTimeout:             c.IdleTimeout,
+		BodyTimeout:             c.BodyTimeout,
+		PassThrough:             splitList(c.PassThrough),
+		Logger:                  log,
 	}
 	for _, s := range splitList(c.Upstream) {
 		u, err := url.Parse(s)
