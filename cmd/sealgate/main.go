@@ -43,7 +43,6 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"golang.org/x/net/netutil"
 
 	"github.com/stateseal/stateseal/gateway"
 	"github.com/stateseal/stateseal/keyring"
@@ -138,14 +137,17 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if c.MaxConnections > 0 {
-		// Past the cap, connections wait in the kernel's backlog.
-		ln = netutil.LimitListener(ln, c.MaxConnections)
-	}
 	// No ReadTimeout or WriteTimeout: they would end SSE streams. The
 	// body's deadline is the gateway's BodyTimeout.
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout,
 		TLSConfig: tlsConf, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if c.MaxConnections > 0 {
+		// Past the cap, an idle connection is closed for a new one, or
+		// the new one waits (and those after it, in the kernel's
+		// backlog).
+		lim := limitConns(ln, c.MaxConnections)
+		ln, srv.ConnState = lim, lim.state
+	}
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
 	if c.AdminListen != "" {
