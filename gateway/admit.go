@@ -42,6 +42,17 @@ func (g *Gateway) admitRequest(r *http.Request) (passthrough bool, err *framingE
 		// nothing after it would be read. Refused on every path.
 		return false, refuseFraming(http.StatusBadRequest, "the gateway does not proxy protocol upgrades (Upgrade, HTTP2-Settings)")
 	}
+	if len(r.Trailer) > 0 || len(r.Header["Trailer"]) > 0 {
+		// Trailers come after the body the gateway reads, and an
+		// upstream may merge them into its headers (X-Forwarded-User,
+		// Content-Encoding): the gateway takes none, on any path.
+		return false, refuseFraming(http.StatusBadRequest, "a request with trailers: the gateway does not take request trailers")
+	}
+	if v := r.Header[headerSession]; len(v) > 1 {
+		// The state would be bound to one value; the upstream might read
+		// another, or all of them joined.
+		return false, refuseFraming(http.StatusBadRequest, "%d %s headers: want one", len(v), headerSession)
+	}
 	if g.passThrough(r) {
 		return true, nil
 	}

@@ -298,16 +298,27 @@ type view struct {
 var foldedNames = []string{"jsonrpc", "id", "method", "params", "result", "error", "name", "uri", "arguments", "requestState"}
 
 var views = []view{
-	{"exact names, last duplicate wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, false, true) }},
-	{"exact names, first duplicate wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, false, false) }},
-	{"names folded (encoding/json into a struct), last wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, true, true) }},
+	{"exact names, last duplicate wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, exactNames, true) }},
+	{"exact names, first duplicate wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, exactNames, false) }},
+	{"names folded (encoding/json into a struct), last wins", func(b []byte) (map[string]jsontext.Value, bool) { return members(b, caseFolded, true) }},
+	{"names folded, '_' and '-' dropped (pydantic, the Python SDK), first wins", func(b []byte) (map[string]jsontext.Value, bool) {
+		return members(b, snake, false)
+	}},
 }
+
+// How members compares names: exactly, folding case as encoding/json
+// does, or also dropping '_' and '-' as pydantic's aliases do (foldsTo).
+const (
+	exactNames = iota
+	caseFolded
+	snake
+)
 
 // members reads the object b: invalid UTF-8 is allowed (encoding/json and
 // JavaScript replace it), duplicates resolved first or last, names
-// matched exactly or folded as encoding/json matches struct fields
-// (bytes.EqualFold).
-func members(b []byte, fold, last bool) (map[string]jsontext.Value, bool) {
+// matched exactly, folded as encoding/json matches struct fields
+// (bytes.EqualFold), or folded without '_' and '-' (pydantic).
+func members(b []byte, fold int, last bool) (map[string]jsontext.Value, bool) {
 	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, false
@@ -323,10 +334,17 @@ func members(b []byte, fold, last bool) (map[string]jsontext.Value, bool) {
 		if err != nil {
 			return nil, false
 		}
-		if fold {
+		switch fold {
+		case caseFolded:
 			for _, s := range foldedNames {
 				if strings.EqualFold(name, s) {
 					name = s
+				}
+			}
+		case snake:
+			for _, s := range significant {
+				if foldsTo(name, s.folded) {
+					name = s.exact
 				}
 			}
 		}

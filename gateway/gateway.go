@@ -53,6 +53,13 @@ type Gateway struct {
 	// MaxRequestBytes, MaxResponseBytes and MaxEventBytes bound a
 	// request body, a JSON response body, and one SSE event.
 	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
+	// MaxRequestBytesInFlight bounds the memory of all the request
+	// bodies the gateway holds at once (read, or being read, until each
+	// exchange ends): past it a request gets 503 and its connection is
+	// closed, so that slow clients each sending most of MaxRequestBytes
+	// cannot add up to more. The buffers are counted as they grow, so a
+	// client must send the bytes it holds. 0 means no bound.
+	MaxRequestBytesInFlight int64
 	// IdleTimeout ends a response from which nothing arrived for that
 	// long (the client gets a JSON-RPC error for each call the upstream
 	// did not answer); 0 means none.
@@ -88,6 +95,8 @@ type Gateway struct {
 	transport http.RoundTripper // Transport, or the default
 	ups       []upstreamState   // one per Upstreams
 	known     map[string]bool   // KnownTargets
+	// inFlight is the bytes of request body buffers held now.
+	inFlight atomic.Int64
 }
 
 // Stats counts requests refused, responses rewritten and upstream
@@ -208,7 +217,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !passthrough && r.Method == http.MethodPost {
-		body, err := g.readBody(w, r)
+		body, held, err := g.readBody(w, r)
+		defer g.inFlight.Add(-held) // the body is held until the exchange ends
 		if err != nil {
 			g.refuseFraming(w, err)
 			return
@@ -309,36 +319,19 @@ func (d *watchdog) run(idle time.Duration) {
 	}
 }
 
-// readBody reads a request's body, bounded in size and, with
-// BodyTimeout, in time.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *framingError) {
-	if g.BodyTimeout > 0 {
-		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) == nil {
-			defer rc.SetReadDeadline(time.Time{})
-		}
-	}
-	body, err := readBounded(r.Body, g.MaxRequestBytes)
-	r.Body.Close()
-	switch {
-	case err == nil:
-		return body, nil
-	case errors.Is(err, errTooLarge):
-		return nil, refuseFraming(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", g.MaxRequestBytes)
-	case isTimeout(err):
-		return nil, refuseFraming(http.StatusRequestTimeout, "request body not received within %v", g.BodyTimeout)
-	}
-	return nil, refuseFraming(http.StatusBadRequest, "failed to read the request body")
-}
-
 // refuseFraming answers a request the gateway does not read.
 func (g *Gateway) refuseFraming(w http.ResponseWriter, e *framingError) {
 	g.Stats.Refused.Add(1)
 	if e.status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", "POST, GET, HEAD, DELETE, OPTIONS")
 	}
-	if e.status == http.StatusRequestTimeout {
+	switch e.status {
+	case http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable:
+		// The rest of the body is not read: the connection ends.
 		w.Header().Set("Connection", "close")
+	}
+	if e.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.status, errorMessage(nil, rpcError{Code: codeInvalidRequest, Message: "sealgate: " + e.msg}))
 }
@@ -538,6 +531,16 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	// Compression would hide a state from the gateway's reading, in a
 	// JSON body or an SSE stream: what comes back otherwise is refused.
 	pr.Out.Header["Accept-Encoding"] = identityEncoding
+	// Never trailers: a pass-through request's undeclared ones arrive
+	// after it was forwarded, unread (ServeHTTP refuses the others).
+	pr.Out.Trailer = nil
+	// One Mcp-Session-Id, the one states are bound to: no other
+	// spelling a server may read as the same (Mcp_Session_Id).
+	for k := range pr.Out.Header {
+		if k != headerSession && sameHeader(k, "mcp-session-id") {
+			delete(pr.Out.Header, k)
+		}
+	}
 	if g.StripAuthorization {
 		pr.Out.Header.Del("Authorization")
 	}

@@ -30,6 +30,7 @@ type upstream struct {
 	mu    sync.Mutex
 	got   []map[string]any // request bodies
 	hdrs  []http.Header
+	trail []http.Header // trailers, read with a POST's body
 	calls atomic.Int64
 	reply func(w http.ResponseWriter, r *http.Request, msg map[string]any)
 }
@@ -44,6 +45,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.got = append(u.got, msg)
 	u.hdrs = append(u.hdrs, r.Header.Clone())
+	u.trail = append(u.trail, r.Trailer.Clone())
 	u.mu.Unlock()
 	u.reply(w, r, msg)
 }

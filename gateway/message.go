@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/go-json-experiment/json"
@@ -101,33 +100,72 @@ func readObject(dec *jsontext.Decoder, b []byte, top bool) (object, error) {
 }
 
 // The member names the gateway reads, in a message, its params or its
-// result.
-var significant = [...]string{"jsonrpc", "id", "method", "params", "result", "error", "name", "uri", "arguments", "requestState"}
+// result, or that an upstream or a client acts on (inputResponses,
+// _meta), each with its folded form (foldName).
+var significant = [...]struct{ exact, folded string }{
+	{"jsonrpc", "jsonrpc"}, {"id", "id"}, {"method", "method"}, {"params", "params"}, {"result", "result"},
+	{"error", "error"}, {"name", "name"}, {"uri", "uri"}, {"arguments", "arguments"},
+	{"requestState", "requeststate"}, {"inputResponses", "inputresponses"}, {"_meta", "meta"},
+}
 
-// checkName refuses a name that equals one the gateway reads only when
-// case is ignored ("Name", "requeſtState"): encoding/json matches such a
-// name to the struct field the gateway's reading skips, so an upstream in
-// Go could read a target or a state the gateway never checked.
+// checkName refuses a name that a lenient parser reads as one the
+// gateway reads, but that is not spelled as it: another case ("Name",
+// "requeſtState": encoding/json matches struct fields ignoring case), or
+// with '_' or '-' ("request_state": the Python SDK's pydantic models
+// take a field's snake_case name beside its camelCase alias). An
+// upstream or a client would read a target or a state the gateway never
+// checked or sealed.
 func checkName(name string) error {
 	if name == "" {
 		return nil
 	}
 	for _, s := range significant {
-		// ſ and the Kelvin sign, which fold to ASCII letters, are two
-		// and three bytes long; no name here starts with s or k, so a
-		// name folding to one starts with its first letter, in either
-		// case.
-		if name[0]|0x20 != s[0] || len(name) < len(s) || len(name) > 2*len(s) {
-			continue
-		}
-		if name == s {
+		if name == s.exact {
 			return nil // no two of them fold together
 		}
-		if strings.EqualFold(name, s) {
-			return fmt.Errorf("member %q is %q to a parser that ignores case", name, s)
+	}
+	first := firstLetter(name)
+	for _, s := range significant {
+		// ſ and the Kelvin sign, which fold to ASCII letters, are two
+		// and three bytes long; no folded name here starts with s or k,
+		// so a name folding to one starts with its first letter, in
+		// either case, after any '_' and '-'.
+		if first == s.folded[0] && foldsTo(name, s.folded) {
+			return fmt.Errorf("member %q is %q to a lenient parser", name, s.exact)
 		}
 	}
 	return nil
+}
+
+// firstLetter is name's first byte that is not '_' or '-', lower case.
+func firstLetter(name string) byte {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c != '_' && c != '-' {
+			return c | 0x20
+		}
+	}
+	return 0
+}
+
+// foldsTo reports whether name, with every '_' and '-' dropped and case
+// folded (ſ is s, the Kelvin sign k), is folded (lower-case ASCII): the
+// way the lenient readers of JSON-RPC compare member names.
+func foldsTo(name, folded string) bool {
+	j := 0
+	for _, r := range name {
+		if r == '_' || r == '-' {
+			continue
+		}
+		if j == len(folded) {
+			return false
+		}
+		c := rune(folded[j])
+		if r != c && !('A' <= r && r <= 'Z' && r+('a'-'A') == c) && !(r == '\u017f' && c == 's') && !(r == '\u212a' && c == 'k') {
+			return false
+		}
+		j++
+	}
+	return j == len(folded)
 }
 
 // get returns member k.
@@ -291,9 +329,9 @@ var sealError = rpcError{Code: codeInternalError, Message: "cannot seal requestS
 
 // hasState reports whether b may hold a member that some JSON parser
 // reads as requestState: the cheap test before a message is parsed. That
-// is the name spelled exactly, in any mix of cases (encoding/json matches
-// struct fields ignoring case, and folds U+017F LONG S to s), or with an
-// escape in it.
+// is the name in any mix of cases (encoding/json matches struct fields
+// ignoring case, and folds U+017F LONG S to s), with '_' or '-' anywhere
+// in it (pydantic reads request_state), or with an escape in it.
 func hasState(b []byte) bool {
 	if bytes.Contains(b, []byte(`\u`)) || bytes.Contains(b, []byte("\u017f")) {
 		return true
@@ -301,14 +339,13 @@ func hasState(b []byte) bool {
 	return hasFoldedState(b, 'q') || hasFoldedState(b, 'Q')
 }
 
-// hasFoldedState looks for "requeststate" in any case around each q (a
-// rare letter in JSON), one of q and Q.
+// hasFoldedState looks for "requeststate" folded around each q (a rare
+// letter in JSON), one of q and Q.
 func hasFoldedState(b []byte, q byte) bool { return countFolded(b, q, 1) > 0 }
 
-// countFolded counts the "requeststate" in any case around each q in b,
-// up to max.
+// countFolded counts the "requeststate" around each q in b, in any case
+// and with any '_' and '-' between its letters, up to max.
 func countFolded(b []byte, q byte, max int) int {
-	const name, at = "requeststate", 2 // the q's index in name
 	n := 0
 	for i := 0; n < max; {
 		j := bytes.IndexByte(b[i:], q)
@@ -316,12 +353,38 @@ func countFolded(b []byte, q byte, max int) int {
 			break
 		}
 		i += j
-		if i >= at && i-at+len(name) <= len(b) && bytes.EqualFold(b[i-at:i-at+len(name)], []byte(name)) {
+		if foldedAround(b, i, "er", "ueststate") {
 			n++
 		}
 		i++
 	}
 	return n
+}
+
+// foldedAround reports whether the letters before b[i] spell before
+// backwards and those after it after, case folded, skipping '_' and '-'.
+func foldedAround(b []byte, i int, before, after string) bool {
+	k := i - 1
+	for j := 0; j < len(before); j++ {
+		for k >= 0 && (b[k] == '_' || b[k] == '-') {
+			k--
+		}
+		if k < 0 || b[k]|0x20 != before[j] {
+			return false
+		}
+		k--
+	}
+	k = i + 1
+	for j := 0; j < len(after); j++ {
+		for k < len(b) && (b[k] == '_' || b[k] == '-') {
+			k++
+		}
+		if k >= len(b) || b[k]|0x20 != after[j] {
+			return false
+		}
+		k++
+	}
+	return true
 }
 
 // onlyResultState reports, without a second reading of raw, that the one
@@ -347,7 +410,7 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 // strayState reports whether the message raw (valid JSON) has a member
 // whose name a parser may read as requestState (in any case, with ſ for
-// s, escaped) anywhere but as the member requestState of its result: in
+// s, with '_' or '-', escaped) anywhere but as the member requestState of its result: in
 // error.data, nested deeper in a result, in a notification's or a server
 // request's params. The gateway seals only a result's own requestState,
 // so any other would reach the client in plaintext: the message is
@@ -379,7 +442,7 @@ func walkNames(dec *jsontext.Decoder, top, result bool) (bool, error) {
 				return false, err
 			}
 			name := nt.String()
-			if strings.EqualFold(name, "requeststate") && !(result && name == "requestState") {
+			if foldsTo(name, "requeststate") && !(result && name == "requestState") {
 				return true, nil
 			}
 			if stray, err := walkNames(dec, false, top && name == "result"); stray || err != nil {

@@ -8,10 +8,12 @@ import (
 
 // TestCheckName: every spelling of a name the gateway reads that
 // encoding/json would match to it (each letter replaced by any other of
-// its case-folding orbit, ſ and the Kelvin sign included) is refused, the
-// name itself and other names are not.
+// its case-folding orbit, ſ and the Kelvin sign included), or pydantic
+// (the Python SDK: request_state for requestState), is refused, the name
+// itself and other names are not.
 func TestCheckName(t *testing.T) {
-	for _, s := range significant {
+	for _, sig := range significant {
+		s := sig.exact
 		if err := checkName(s); err != nil {
 			t.Errorf("%s: %v", s, err)
 		}
@@ -27,7 +29,15 @@ func TestCheckName(t *testing.T) {
 			t.Errorf("%q accepted", strings.ToUpper(s))
 		}
 	}
-	for _, name := range []string{"", "_meta", "inputResponses", "x", "names", "ids", "İd", "ıd", "requestStates", "Ä"} {
+	for _, name := range []string{"request_state", "Request-State", "request_State", "REQUEST_STATE", "r_e_q_u_e_s_t_s_t_a_t_e",
+		"reque\u017ft_state", "-requestState", "requestState_", "input_responses", "meta", "_Meta", "__meta", "n_ame", "_id", "i-d",
+		"json_rpc", "Method_", "_params", "re_sult", "error_", "u_r_i", "ARGUMENTS_"} {
+		if err := checkName(name); err == nil {
+			t.Errorf("%q accepted", name)
+		}
+	}
+	for _, name := range []string{"", "_meta", "inputResponses", "x", "names", "ids", "İd", "ıd", "requestStates", "Ä", "metadata",
+		"_metas", "request_states", "_", "--", "is_error", "resultType"} {
 		if err := checkName(name); err != nil {
 			t.Errorf("%q: %v", name, err)
 		}
@@ -53,6 +63,10 @@ func TestStrayState(t *testing.T) {
 		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"requestState":"s"}}`, true},
 		{`{"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{"_meta":{"requestState":"s"}}}`, true},
 		{`{"jsonrpc":"2.0","id":1,"requestState":"s","result":{}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"request_state":"s"}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s","Request-State":"t"}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m","data":{"REQUEST_STATE":"s"}}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"request_state"}],"requestState":"s"}}`, false},
 	} {
 		m, err := parseObject([]byte(tc.msg))
 		if err != nil {

@@ -87,7 +87,7 @@ func (h *HeaderPrincipal) Forward(in, out *http.Request) {
 	canon := http.CanonicalHeaderKey(h.Header)
 	want := headerFold(h.Header)
 	for k := range out.Header {
-		if headerFold(k) == want && (!trusted || k != canon) {
+		if sameHeader(k, want) && (!trusted || k != canon) {
 			delete(out.Header, k)
 		}
 	}
@@ -97,7 +97,7 @@ func (h *HeaderPrincipal) Forward(in, out *http.Request) {
 func (h *HeaderPrincipal) variant(hdr http.Header) bool {
 	canon, want := http.CanonicalHeaderKey(h.Header), headerFold(h.Header)
 	for k := range hdr {
-		if k != canon && headerFold(k) == want {
+		if k != canon && sameHeader(k, want) {
 			return true
 		}
 	}
@@ -107,6 +107,26 @@ func (h *HeaderPrincipal) variant(hdr http.Header) bool {
 // headerFold is a header name as CGI and WSGI servers compare it.
 func headerFold(name string) string {
 	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
+}
+
+// sameHeader reports whether headerFold(name) is folded, without
+// allocating: it runs on every header of every request.
+func sameHeader(name, folded string) bool {
+	if len(name) != len(folded) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		} else if c == '_' {
+			c = '-'
+		}
+		if c != folded[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // CertPrincipal takes the principal from the client's TLS certificate,

@@ -210,6 +210,27 @@ func attacker(w http.ResponseWriter, r *http.Request, msg map[string]any) {
 	case "nested":
 		h.Set("Content-Type", "application/json")
 		js, _ = jsonMarshal(result(msg, map[string]any{"content": []any{map[string]any{"type": "text", "text": "x", "RequestState": plain}}}))
+	case "snake-json":
+		// pydantic (the Python SDK's client) reads request_state as
+		// requestState.
+		h.Set("Content-Type", "application/json")
+		js, _ = jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "request_state": plain}))
+	case "snake-sse":
+		h.Set("Content-Type", "text/event-stream")
+		n, _ := jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "Request-State": plain}))
+		io.WriteString(w, "event: message\ndata: "+string(n)+"\n\n")
+		return
+	case "sse-double-bom", "sse-unknown-field":
+		// A BOM encoded twice (C3 AF C2 BB C2 BF): the gateway would read
+		// the field "ï»¿data", eventsource-parser (the TypeScript SDK's)
+		// drops the three characters and reads the data.
+		h.Set("Content-Type", "text/event-stream")
+		prefix := "\u00ef\u00bb\u00bf"
+		if r.URL.Path == "/sse-unknown-field" {
+			prefix = "x"
+		}
+		io.WriteString(w, prefix+"data: "+string(js)+"\n\n")
+		return
 	case "sse-notification", "sse-server-request":
 		h.Set("Content-Type", "text/event-stream")
 		m := map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"requestState": plain}}
@@ -252,7 +273,8 @@ func TestResponseFraming(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	for _, mode := range []string{"101", "101-bare", "gzip-json", "gzip-sse-stored", "deflate-sse", "json-seq", "vnd-json", "text-json",
-		"two-types", "utf-16", "text-plain", "untyped-utf16", "error-data", "nested", "sse-notification", "sse-server-request"} {
+		"two-types", "utf-16", "text-plain", "untyped-utf16", "error-data", "nested", "sse-notification", "sse-server-request",
+		"snake-json", "snake-sse", "sse-double-bom", "sse-unknown-field"} {
 		t.Run(mode, func(t *testing.T) {
 			status, b := do("POST", "/"+mode)
 			if bytes.Contains(b, []byte(plain)) || bytes.Contains(b, []byte("secret")) {
@@ -354,5 +376,94 @@ func TestSlowBody(t *testing.T) {
 	}
 	if f.up.calls.Load() != 0 {
 		t.Fatal("the upstream got the request")
+	}
+}
+
+// TestRequestTrailers: a request whose trailers would reach the upstream
+// after the body the gateway read (a principal header, a
+// Content-Encoding) is refused, declared in a Trailer header or not; on
+// a pass-through path, whose body is not read, none is forwarded.
+func TestRequestTrailers(t *testing.T) {
+	f := newFixture(t, stateReply, nil)
+	f.gw.PassThrough = []string{"/oauth"}
+	host := strings.TrimPrefix(strings.TrimSuffix(f.url, "/mcp"), "http://")
+	send := func(path, declare string) (int, []byte) {
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book"}}`
+		io.WriteString(conn, "POST "+path+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"+declare+"\r\n"+
+			strconv.FormatInt(int64(len(body)), 16)+"\r\n"+body+"\r\n0\r\nX-Forwarded-User: admin\r\nContent-Encoding: gzip\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, b
+	}
+	for _, declare := range []string{"Trailer: X-Forwarded-User, Content-Encoding\r\n", ""} {
+		before := f.up.calls.Load()
+		if status, b := send("/mcp", declare); status != http.StatusBadRequest || !bytes.Contains(b, []byte(`"code":-32600`)) || !bytes.Contains(b, []byte("trailers")) {
+			t.Fatalf("%q: HTTP %d %s", declare, status, b)
+		}
+		if f.up.calls.Load() != before {
+			t.Fatalf("%q: the upstream got the request", declare)
+		}
+	}
+	if status, b := send("/oauth", "Trailer: X-Forwarded-User\r\n"); status != http.StatusBadRequest {
+		t.Fatalf("pass-through, declared: HTTP %d %s", status, b)
+	}
+	before := f.up.calls.Load()
+	send("/oauth", "")
+	if f.up.calls.Load() != before+1 {
+		t.Fatal("pass-through: the upstream did not get the request")
+	}
+	f.up.mu.Lock()
+	tr := f.up.trail[len(f.up.trail)-1]
+	f.up.mu.Unlock()
+	if len(tr) != 0 {
+		t.Fatalf("pass-through: the upstream got trailers %v", tr)
+	}
+}
+
+// TestSessionHeaderSpellings: a state is bound to the one Mcp-Session-Id
+// the upstream gets: two are refused, and another spelling
+// (Mcp_Session_Id, which CGI and WSGI read as the same) never reaches
+// the upstream.
+func TestSessionHeaderSpellings(t *testing.T) {
+	f := newFixture(t, stateReply, nil)
+	send := func(hdr http.Header) (int, []byte) {
+		req, _ := http.NewRequest("POST", f.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book"}}`))
+		req.Header = hdr
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	before := f.up.calls.Load()
+	if status, b := send(http.Header{"Mcp-Session-Id": {"S1", "S3"}}); status != http.StatusBadRequest || !bytes.Contains(b, []byte(`"code":-32600`)) {
+		t.Fatalf("two Mcp-Session-Id: HTTP %d %s", status, b)
+	}
+	if f.up.calls.Load() != before {
+		t.Fatal("two Mcp-Session-Id: the upstream got the request")
+	}
+	for _, sp := range []string{"Mcp_Session_Id", "mcp_session_id", "MCP-SESSION_ID"} {
+		if status, b := send(http.Header{"Mcp-Session-Id": {"S1"}, sp: {"S2"}}); status != 200 {
+			t.Fatalf("%s: HTTP %d %s", sp, status, b)
+		}
+		_, hdr := f.up.last()
+		for k, v := range hdr {
+			if headerFold(k) == "mcp-session-id" && (k != "Mcp-Session-Id" || len(v) != 1 || v[0] != "S1") {
+				t.Fatalf("%s: the upstream got %s: %v", sp, k, v)
+			}
+		}
 	}
 }

@@ -182,6 +182,36 @@ func dataValue(line []byte) ([]byte, bool) {
 	return v, true
 }
 
+// unknownField returns the first field of the event ev that is not one
+// of SSE's four (data, event, id, retry) or a comment. A client ignores
+// such a field, but one may read it otherwise than the gateway: a BOM
+// encoded twice ("ï»¿data"), which eventsource-parser drops, would hide a
+// data line, and its state, from the gateway. Such an event is refused.
+func unknownField(ev []byte) ([]byte, bool) {
+	for rest := ev; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 || line[0] == ':' {
+			continue
+		}
+		name := line
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			name = line[:i]
+		}
+		switch string(name) {
+		case "data", "event", "id", "retry":
+			continue
+		}
+		return name, true
+	}
+	return nil, false
+}
+
 func blank(line []byte) bool {
 	return len(line) == 1 || len(line) == 2 && line[0] == '\r'
 }
@@ -189,6 +219,10 @@ func blank(line []byte) bool {
 // process appends the event in s.ev, rewritten if need be, to s.out.
 func (s *sseReader) process() {
 	ev := s.ev
+	if f, ok := unknownField(ev); ok {
+		s.fail(fmt.Errorf("%w: an SSE field %q the gateway does not read", errUpstreamResponse, f))
+		return
+	}
 	if !hasState(ev) && (s.ex.allAnswered() || !bytes.Contains(ev, []byte(`"id"`))) {
 		s.out = append(s.out, ev...)
 		return

@@ -49,6 +49,7 @@ type Config struct {
 	Replay     string // memory, or a redis:// URL
 
 	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
+	MaxRequestBytesInFlight                          int64
 	UpstreamTimeout, IdleTimeout, ShutdownTimeout    time.Duration
 	UpstreamHealth                                   string // a path probed on an upstream out of turn
 
@@ -90,6 +91,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SingleUse, "single-use", "", "targets whose states open once, comma-separated")
 	fs.StringVar(&c.Replay, "replay", "", "where single use is recorded: memory (one gateway; the default, refused unless given explicitly with a -keyset in a shared store, which implies a fleet), or a redis:// URL shared by a fleet")
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", 8<<20, "largest request body")
+	fs.Int64Var(&c.MaxRequestBytesInFlight, "max-request-bytes-in-flight", 256<<20, "memory of all request bodies held at once; past it requests get 503 (0: no bound)")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 16<<20, "largest JSON response body (SSE streams are bounded per event)")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
 	fs.StringVar(&c.UpstreamHealth, "upstream-health", "", "a path (such as /healthz) asked every second of an upstream that refused a connection, to put it back in turn once it answers (\"\": back after its time out, 1 s doubling to 30 s)")
@@ -249,6 +251,9 @@ func (c *Config) check() error {
 	}
 	if c.SingleUse != "" && c.Replay == "" && sharedKeyset(c.Keyset) {
 		errs = append(errs, fmt.Errorf("-single-use with the in-memory guard and -keyset %s in a shared store: that is how a fleet of gateways is configured, and each gateway's memory guard sees only its own uses (another gateway refuses its states as unvouched): give every gateway -replay redis://... on one Redis (docs/FLEET.md), or, for one gateway only, -replay memory", redactURL(c.Keyset)))
+	}
+	if c.MaxRequestBytesInFlight < 0 || c.MaxRequestBytesInFlight > 0 && c.MaxRequestBytesInFlight < c.MaxRequestBytes {
+		errs = append(errs, errors.New("-max-request-bytes-in-flight must be 0 (no bound) or at least -max-request-bytes"))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))

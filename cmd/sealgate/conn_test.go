@@ -74,3 +74,61 @@ func TestClientConnections(t *testing.T) {
 		t.Fatalf("an idle connection was closed after %v", d)
 	}
 }
+
+// TestIdleConnectionsAtCap: one client holding every one of
+// -max-connections with idle keep-alive connections does not keep
+// another out until -client-idle-timeout: at the cap the connection idle
+// longest is closed, and the new one is served at once (the cap's
+// connection waiting in TestClientConnections waits for headers that are
+// slow, not for idle connections).
+func TestIdleConnectionsAtCap(t *testing.T) {
+	_, up := startUpstream(t)
+	r := startRun(t, "-upstream", up, "-principal", "anonymous", "-client-idle-timeout", "2m", "-max-connections", "3")
+	waitFor(t, "readiness", r.ready)
+	host := strings.TrimPrefix(r.proxy, "http://")
+	get := func(c net.Conn, br *bufio.Reader) error {
+		io.WriteString(c, "GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	var idle []net.Conn
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		if err := get(c, bufio.NewReader(c)); err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetDeadline(start.Add(10 * time.Second))
+	if err := get(c, bufio.NewReader(c)); err != nil {
+		t.Fatalf("a fourth connection, with three idle at the cap: %v after %v", err, time.Since(start))
+	}
+	// One idle connection (the one idle longest, which the server may
+	// mark idle a moment after the client has its answer) was closed for
+	// it; the others are still open.
+	closed := 0
+	for _, c := range idle {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Fatalf("%d idle connections closed, want 1", closed)
+	}
+}

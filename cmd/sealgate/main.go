@@ -44,7 +44,6 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"golang.org/x/net/netutil"
 
 	"github.com/stateseal/stateseal/gateway"
 	"github.com/stateseal/stateseal/keyring"
@@ -141,14 +140,17 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if c.MaxConnections > 0 {
-		// Past the cap, connections wait in the kernel's backlog.
-		ln = netutil.LimitListener(ln, c.MaxConnections)
-	}
 	// No ReadTimeout or WriteTimeout: they would end SSE streams. The
 	// body's deadline is the gateway's BodyTimeout.
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout,
 		TLSConfig: tlsConf, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if c.MaxConnections > 0 {
+		// Past the cap, an idle connection is closed for a new one, or
+		// the new one waits (and those after it, in the kernel's
+		// backlog).
+		lim := limitConns(ln, c.MaxConnections)
+		ln, srv.ConnState = lim, lim.state
+	}
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
 	if c.AdminListen != "" {
@@ -222,17 +224,18 @@ func serve(s *http.Server, ln net.Listener, tls bool) error {
 
 func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	g := &gateway.Gateway{
-		HealthPath:         c.UpstreamHealth,
-		KnownTargets:       c.knownTargets(),
-		BindSession:        c.BindSession,
-		StripAuthorization: c.StripAuthorization,
-		MaxRequestBytes:    c.MaxRequestBytes,
-		MaxResponseBytes:   c.MaxResponseBytes,
-		MaxEventBytes:      c.MaxEventBytes,
-		IdleTimeout:        c.IdleTimeout,
-		BodyTimeout:        c.BodyTimeout,
-		PassThrough:        splitList(c.PassThrough),
-		Logger:             log,
+		HealthPath:              c.UpstreamHealth,
+		KnownTargets:            c.knownTargets(),
+		BindSession:             c.BindSession,
+		StripAuthorization:      c.StripAuthorization,
+		MaxRequestBytes:         c.MaxRequestBytes,
+		MaxRequestBytesInFlight: c.MaxRequestBytesInFlight,
+		MaxResponseBytes:        c.MaxResponseBytes,
+		MaxEventBytes:           c.MaxEventBytes,
+		IdleTimeout:             c.IdleTimeout,
+		BodyTimeout:             c.BodyTimeout,
+		PassThrough:             splitList(c.PassThrough),
+		Logger:                  log,
 	}
 	for _, s := range splitList(c.Upstream) {
 		u, err := url.Parse(s)

@@ -1,0 +1,67 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/mrtr"
+)
+
+// TestRequestBudget: slow clients each sending most of a large body and
+// then stalling hold, together, no more than MaxRequestBytesInFlight: one
+// more is answered 503 at once and the upstream gets nothing; once the
+// stalled ones go, the budget is whole again and requests pass.
+func TestRequestBudget(t *testing.T) {
+	const size = 200 << 10 // each stalled body, all but its last byte sent
+	f := newFixture(t, stateReply, func(g *Gateway, _ *mrtr.Options) {
+		g.MaxRequestBytes = 256 << 10
+		g.MaxRequestBytesInFlight = 4*(size+1) + 1000 // four stalled bodies fit, not five
+	})
+	host := strings.TrimPrefix(strings.TrimSuffix(f.url, "/mcp"), "http://")
+	start := func(send int) net.Conn {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"` + strings.Repeat("x", size-len(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"`)-3) + `"}}`
+		io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\n"+body[:send])
+		return c
+	}
+	var stalled []net.Conn
+	for i := 0; i < 4; i++ {
+		stalled = append(stalled, start(size-1))
+		waitFor(t, "a stalled body held", func() bool { return f.gw.inFlight.Load() == int64(i+1)*(size+1) })
+	}
+	c := start(size)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"code":-32600`)) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a fifth body: HTTP %d %s", resp.StatusCode, b)
+	}
+	if f.up.calls.Load() != 0 {
+		t.Fatal("the upstream got a request")
+	}
+	for _, s := range stalled {
+		s.Close()
+	}
+	waitFor(t, "the budget given back", func() bool { return f.gw.inFlight.Load() == 0 })
+	if status, _ := f.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{"name": "book"}}, nil); status != 200 {
+		t.Fatalf("after: HTTP %d", status)
+	}
+	if f.gw.inFlight.Load() != 0 {
+		t.Fatalf("%d bytes still held", f.gw.inFlight.Load())
+	}
+}
