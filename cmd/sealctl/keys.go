@@ -350,7 +350,7 @@ func newRefresh(p *paths) *cobra.Command {
 func newUpgrade(p *paths) *cobra.Command {
 	return &cobra.Command{
 		Use:   "upgrade",
-		Short: "Rewrite a keyset of format version 2 as version 3 (no key changes)",
+		Short: "Rewrite a keyset of format version 2 or 3 as version 4 (no key changes)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := rotation.Upgrade(cmd.Context(), p.keysetPath(), p.options())
@@ -358,8 +358,8 @@ func newUpgrade(p *paths) *cobra.Command {
 				return p.inFile(err)
 			}
 			recordSeen(res.Keyset)
-			fmt.Fprintf(cmd.OutOrStdout(), "upgraded keyset %s to format version 3: version %d, freshness %s\n",
-				res.Keyset.ID, res.Keyset.Version, res.Keyset.Policy.Freshness)
+			fmt.Fprintf(cmd.OutOrStdout(), "upgraded keyset %s to format version 4: version %d, freshness %s, loads until %s\n",
+				res.Keyset.ID, res.Keyset.Version, res.Keyset.Policy.Freshness, res.Keyset.Expires.Format(time.RFC3339))
 			return nil
 		},
 	}
