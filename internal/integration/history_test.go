@@ -37,16 +37,15 @@ func historyPolicy() keyring.Policy {
 // leak is a keyset whose first key leaked and was retired by force, and a
 // running instance that installed the retirement.
 type leak struct {
-	loc      string
-	s        stores.Store
-	v1, v2   []byte // the documents of versions 1 and 2, as the store held them
-	running  *keyset.Loader
-	ring     *keyring.Ring
-	sealer   *seal.Sealer
-	b        seal.Binding
-	token    string // sealed under the leaked key
-	leaked   uint32
-	versions []uint64
+	loc     string
+	s       stores.Store
+	v1, v2  []byte // the documents of versions 1 and 2, as the store held them
+	running *keyset.Loader
+	ring    *keyring.Ring
+	sealer  *seal.Sealer
+	b       seal.Binding
+	token   string // sealed under the leaked key
+	leaked  uint32
 }
 
 // leakedAndRetired makes a keyset at version 1 (key A), a running
