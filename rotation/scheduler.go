@@ -19,11 +19,13 @@ import (
 // keyset before its freshness window runs out. Any number of instances may run one on the same
 // keyset: each edit is compare-and-swap, so exactly one rotation wins per
 // interval and the others see it on their next read. Set Options.Loader
-// to the instance's loader: a scheduler then never writes back a keyset
-// older than the one its instance loaded, and only then does it refresh
-// the keyset (renewing the expiry of a copy rolled back in the store would
-// keep it loadable). Without one it still refuses a keyset older than one
-// it read or wrote itself.
+// to the instance's loader: a scheduler then never edits a keyset its
+// instance would refuse (older, a fork at any version, a retired key
+// revived: keyset.Loader.Check), and only then does it renew the keyset's
+// expiry (renewing a copy rolled back in the store would keep it
+// loadable). Without one it still refuses a keyset older than one it read
+// or wrote itself, or not descending from it, and its edits keep the
+// expiry they read.
 type Scheduler struct {
 	// Path is the keyset's location, a file path or a store URL, as in
 	// keyset.Loader.
