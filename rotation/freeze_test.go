@@ -46,7 +46,7 @@ func TestFreezeReportedAtExpiry(t *testing.T) {
 	var reported []error
 	var logs testkit.Buffer
 	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: kekURL, Now: clock.Now},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		OnError: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }}
 	ring, err := l.Load(ctx)
 	if err != nil {

@@ -348,12 +348,15 @@ func newRefresh(p *paths) *cobra.Command {
 }
 
 func newUpgrade(p *paths) *cobra.Command {
-	return &cobra.Command{
-		Use:   "upgrade",
+	var current bool
+	cmd := &cobra.Command{
+		Use:   "upgrade [--current]",
 		Short: "Rewrite a keyset of format version 2 or 3 as version 4 (no key changes)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := rotation.Upgrade(cmd.Context(), p.keysetPath(), p.options())
+			o := p.options()
+			o.Current = current
+			res, err := rotation.Upgrade(cmd.Context(), p.keysetPath(), o)
 			if err != nil {
 				return p.inFile(err)
 			}
@@ -363,6 +366,8 @@ func newUpgrade(p *paths) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&current, "current", false, "the keyset is the newest copy: checked against a running instance's /healthz (needed for a format-2 keyset this machine has no record of, which carries no expiry)")
+	return cmd
 }
 
 func newKEK() *cobra.Command {

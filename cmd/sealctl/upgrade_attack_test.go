@@ -112,7 +112,7 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 		return out
 	}
 	// The operator's history: upgrade, then the leak.
-	sc(0, "upgrade")
+	sc(0, "upgrade", "--current")
 	sc(0, "rotate", "--now")
 	sc(0, "retire", "--force", keyring.FormatID(k.ID))
 	sc(0, "verify") // version 8, recorded
