@@ -110,7 +110,8 @@ func loadRing(ctx context.Context, c config) (*keyring.Ring, func() keyset.Healt
 }
 
 // withHealth serves /healthz (alive; the loader's state as JSON) and
-// /readyz (200 once a keyset is loaded, 503 before) beside h. A store or
+// /readyz (200 once a keyset is loaded, 503 before, and once the installed
+// keyset expired: keyset.Health.Stale) beside h. A store or
 // KMS outage does not make the server unready: the last good keyset keeps
 // serving, and /healthz says so.
 func withHealth(h http.Handler, health func() keyset.Health) http.Handler {
@@ -122,7 +123,7 @@ func withHealth(h http.Handler, health func() keyset.Health) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !health().Ready {
-			http.Error(w, "no keyset loaded", http.StatusServiceUnavailable)
+			http.Error(w, "no keyset loaded, or the installed one expired (see /healthz)", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")
