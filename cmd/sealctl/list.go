@@ -61,7 +61,7 @@ func newList(p *paths) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), out)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "keyset %s, version %d, KEK %s (not verified: 'sealctl verify' checks it under the KEK)\n", out.Keyset, out.Version, out.KEK)
+			fmt.Fprintf(w, "keyset %s, version %d, KEK %s (not verified: 'sealctl verify' checks it under the KEK)\n", shown(out.Keyset), out.Version, shown(out.KEK))
 			fmt.Fprintf(w, "policy: propagation delay %s, max TTL %s, skew %s, rotation interval %s\n",
 				out.Policy.PropagationDelay, out.Policy.MaxTTL, out.Policy.Skew, out.Policy.RotationInterval)
 			if out.Follows != 0 {
@@ -150,13 +150,13 @@ func newVerify(p *paths) *cobra.Command {
 			if err := checkSeen(ks); err != nil {
 				return p.inFile(err)
 			}
-			fmt.Fprintf(w, "keyset %s version %d: metadata authenticates under its KEK\n", ks.ID, ks.Version)
+			fmt.Fprintf(w, "keyset %s version %d: metadata authenticates under its KEK\n", shown(ks.ID), ks.Version)
 			failed := 0
 			for _, sk := range ks.Keys {
 				k, err := ks.UnwrapKey(cmd.Context(), kek, sk)
 				if err != nil {
 					failed++
-					fmt.Fprintf(w, "key %s  %-4s  %-12s  FAILED: %v\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State, err)
+					fmt.Fprintf(w, "key %s  %-4s  %-12s  FAILED: %s\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State, terminalSafe(err.Error()))
 					continue
 				}
 				k.Zero()
@@ -169,7 +169,7 @@ func newVerify(p *paths) *cobra.Command {
 				return fmt.Errorf("%s: %d of %d keys do not unwrap", stores.Redact(path), failed, len(ks.Keys))
 			}
 			recordSeen(ks)
-			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", ks.ID, ks.Version, len(ks.Keys))
+			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", shown(ks.ID), ks.Version, len(ks.Keys))
 			return nil
 		},
 	}
