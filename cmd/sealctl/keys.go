@@ -334,6 +334,10 @@ func newRefresh(p *paths) *cobra.Command {
 			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
 				return rotation.Refresh(cmd.Context(), p.keysetPath(), o)
 			})
+			if errors.Is(err, rotation.ErrUnvouched) {
+				return fmt.Errorf("%w (this machine's record, %s, vouches only for a version it first saw less than half the freshness window ago: "+
+					"a keyset it saw longer ago may have moved on and been rolled back to it)", err, seenPath())
+			}
 			if err != nil {
 				return err
 			}
