@@ -344,23 +344,24 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 // reports every time.
 func (l *Loader) reload(ctx context.Context, force bool) error {
 	err := l.read(ctx, force)
-	if err != nil {
-		return err
-	}
 	// The installed keyset is checked at every poll, whether or not the
-	// store changed: a store writer who keeps putting back the bytes this
-	// instance installed (a freeze) must not keep it serving an old
-	// keyset silently past its expiry.
-	if err := l.stale(); err != nil {
-		l.lastErr = err
-		if force || l.staleReported != err.Error() {
-			l.staleReported = err.Error()
-			l.report(err)
-		}
+	// store changed or answered: a store writer who keeps putting back the
+	// bytes this instance installed (a freeze) must not keep it serving
+	// an old keyset silently past its expiry.
+	serr := l.stale()
+	if serr == nil {
+		l.staleReported = ""
 		return err
 	}
-	l.staleReported = ""
-	return nil
+	if force || l.staleReported != serr.Error() {
+		l.staleReported = serr.Error()
+		l.report(serr)
+	}
+	if err != nil {
+		return errors.Join(err, serr) // lastErr stays the poll's own failure
+	}
+	l.lastErr = serr
+	return serr
 }
 
 // stale reports the installed keyset once its freshness window has
