@@ -3,7 +3,9 @@ package fuzz
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,6 +37,19 @@ func FuzzParseKeyset(f *testing.F) {
 	f.Add([]byte(strings.Replace(seedKeyset, `"state": "active"`, `"state": "retired", "state": "active"`, 1)))
 	f.Add([]byte(`{"format":"stateseal-keyset-v2"}`))
 	f.Add([]byte(`{}`))
+	// Every document of the keyset vectors, format 4 with history and
+	// retired keys among them.
+	if b, err := os.ReadFile("../testdata/keyset-vectors.json"); err == nil {
+		var vf struct {
+			Vectors []struct {
+				Document string `json:"document"`
+			} `json:"vectors"`
+		}
+		json.Unmarshal(b, &vf)
+		for _, v := range vf.Vectors {
+			f.Add([]byte(v.Document))
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ks, err := keyset.Parse(data)
 		if err != nil {

@@ -13,7 +13,11 @@
 // The security contract: a keyset changes what an instance does only if it
 // authenticates under a KEK the instance's own configuration names, has
 // the pinned id, is not older than a version the instance installed (nor
-// below LoadOptions.MinVersion), and is inside its freshness window.
+// below LoadOptions.MinVersion), descends from the version it installed
+// (its authenticated history names it), leaves every key the instance
+// saw retired retired, and is inside its freshness window. So a key a
+// running instance has seen retired never opens a token there again,
+// whatever the store later holds and whoever edits it.
 // Everything but the authentication is decided before any KMS call, so a
 // store writer without the KEK can neither make an instance trust another
 // KEK nor make it contact another endpoint ([ErrUntrustedKEK],

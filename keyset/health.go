@@ -11,8 +11,14 @@ import (
 type Health struct {
 	// Ready is true once a keyset is installed: the instance can seal and
 	// open. It stays true through store and KMS outages, when the last
-	// good keyset keeps serving.
+	// good keyset keeps serving, until the installed keyset expires.
 	Ready bool `json:"ready"`
+	// Stale is true once the installed keyset's freshness window has
+	// passed (Expires) with nothing newer loading: the keyset keeps
+	// serving, but Ready is false and Error reports ErrStale. Nothing
+	// refreshed the keyset, or a store writer froze or rolled back the
+	// store (docs/KEYSET.md, "Trust": a freeze).
+	Stale bool `json:"stale,omitempty"`
 	// Keyset and Version name the keyset installed.
 	Keyset  string `json:"keyset,omitempty"`
 	Version uint64 `json:"version,omitempty"`
@@ -50,6 +56,12 @@ func (l *Loader) Health() Health {
 	}
 	if l.ring != nil && l.current != nil {
 		h.Ready, h.Keyset, h.Version, h.Expires = true, l.current.ID, l.current.Version, l.current.Expires
+		if err := l.stale(); err != nil {
+			h.Ready, h.Stale = false, true
+			if l.lastErr == nil {
+				h.Error = err.Error()
+			}
+		}
 	}
 	if l.lastErr != nil {
 		h.Error = l.lastErr.Error()

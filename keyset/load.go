@@ -146,20 +146,21 @@ type Loader struct {
 	// OnReload, if set, is called with every keyset a reload installs.
 	OnReload func(*Keyset)
 
-	mu       sync.Mutex
-	ring     *keyring.Ring
-	current  *Keyset
-	rev      string                  // the store's revision as last read
-	retry    bool                    // the last read failed on a KMS call: read again even if rev is the same
-	last     []byte                  // the document as last loaded
-	failed   []byte                  // the document as it last failed to load for good
-	reported string                  // the last failure reported
-	outage   bool                    // a transient failure was reported, and no success since
-	cache    map[cacheKey][]byte     // unwrapped material by keyset, KEK, key, wrapped bytes
-	keks     map[string]backends.KEK // opened once per configured URL; closed by Close
-	ownStore bool                    // the loader opened Store from Path: Close closes it
-	pinned   string                  // the keyset id that loads
-	seen     map[string]seenVersion  // the highest version installed, per keyset id
+	mu            sync.Mutex
+	ring          *keyring.Ring
+	current       *Keyset
+	rev           string                  // the store's revision as last read
+	retry         bool                    // the last read failed on a KMS call: read again even if rev is the same
+	last          []byte                  // the document as last loaded
+	failed        []byte                  // the document as it last failed to load for good
+	reported      string                  // the last failure reported
+	staleReported string                  // the installed keyset's expiry, as last reported
+	outage        bool                    // a transient failure was reported, and no success since
+	cache         map[cacheKey][]byte     // unwrapped material by keyset, KEK, key, wrapped bytes
+	keks          map[string]backends.KEK // opened once per configured URL; closed by Close
+	ownStore      bool                    // the loader opened Store from Path: Close closes it
+	pinned        string                  // the keyset id that loads
+	seen          map[string]seenVersion  // the highest version installed, per keyset id
 
 	// For Health.
 	installed, lastCheck, storeSeen, kmsSeen time.Time
@@ -342,6 +343,39 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 // until the next success or another failure, not at every tick; Reload
 // reports every time.
 func (l *Loader) reload(ctx context.Context, force bool) error {
+	err := l.read(ctx, force)
+	// The installed keyset is checked at every poll, whether or not the
+	// store changed or answered: a store writer who keeps putting back the
+	// bytes this instance installed (a freeze) must not keep it serving
+	// an old keyset silently past its expiry.
+	serr := l.stale()
+	if serr == nil {
+		l.staleReported = ""
+		return err
+	}
+	if force || l.staleReported != serr.Error() {
+		l.staleReported = serr.Error()
+		l.report(serr)
+	}
+	if err != nil {
+		return errors.Join(err, serr) // lastErr stays the poll's own failure
+	}
+	l.lastErr = serr
+	return serr
+}
+
+// stale reports the installed keyset once its freshness window has
+// passed: the moment a fresh instance would refuse it.
+func (l *Loader) stale() error {
+	ks := l.current
+	if ks == nil || ks.Policy.Freshness == 0 || l.Options.now().Before(ks.Expires) {
+		return nil
+	}
+	return fmt.Errorf("%w: the installed keyset %s version %d expired at %s and the store holds nothing newer that loads: nothing refreshed it (is the scheduler running?) or the store is frozen or rolled back; this instance keeps serving its keys but is not ready (docs/KEYSET.md, \"Trust\": a freeze)", ErrStale, ks.ID, ks.Version, ks.Expires.Format(time.RFC3339))
+}
+
+// read is one poll or reload of the store; see reload.
+func (l *Loader) read(ctx context.Context, force bool) error {
 	l.polls++
 	if r, ok := l.Store.(stores.Revisioner); ok && !force && !l.retry {
 		rev, err := r.Revision(ctx)

@@ -109,9 +109,15 @@ func (l *Loader) admit(ks *Keyset) error {
 	}
 	if v, ok := l.seen[ks.ID]; ok {
 		for _, k := range ks.Keys {
-			if v.retired[k.ID] && k.State != keyring.Retired {
-				return fmt.Errorf("%w: keyset %s version %d has key %s %s, which this instance saw retired: retired keys never come back", ErrRollback, ks.ID, ks.Version, keyring.FormatID(k.ID), k.State)
+			if !v.retired[k.ID] || k.State == keyring.Retired {
+				continue
 			}
+			err := fmt.Errorf("%w: keyset %s version %d has key %s %s, which this instance saw retired: retired keys never come back", ErrRollback, ks.ID, ks.Version, keyring.FormatID(k.ID), k.State)
+			if !ks.Extends(v.version, v.tag) {
+				// As it claims: authenticated or not, it is no descendant.
+				err = fmt.Errorf("%w, and %w: it does not descend from version %d, which this instance installed (docs/ROTATION.md, \"Forks\")", err, ErrFork, v.version)
+			}
+			return err
 		}
 	}
 	now := l.Options.now()

@@ -186,10 +186,10 @@ func Import(ctx context.Context, location string, data []byte, iop *ImportOption
 
 // asVersion returns the backup ks written at version iop.AsVersion,
 // linked to the newest document it can name: the keyset the location
-// holds (cur) if it is the same keyset and authentic, else the newest
-// version the caller saw (iop.Seen) if above the backup's, and the
-// backup itself; so the instances that installed any of them follow the
-// restore. Every key retired in any of them stays retired. The expiry is
+// holds (cur) if it is the same keyset, authentic, and descends from the
+// version the caller saw (iop.Seen); else that version, if above the
+// backup's; and the backup itself; so the instances that installed any
+// of them follow the restore. Every key retired in any of them stays retired. The expiry is
 // new (the operator says this is the keyset that should win).
 func asVersion(ctx context.Context, ks, cur *keyset.Keyset, iop *ImportOptions, kek backends.KEK, o *Options, res *Result) (*keyset.Keyset, []byte, error) {
 	v := iop.AsVersion
@@ -199,15 +199,24 @@ func asVersion(ctx context.Context, ks, cur *keyset.Keyset, iop *ImportOptions, 
 	from := ks.Version
 	links := append([]keyset.Link{{Version: ks.Version, Tag: ks.Auth.Tag}}, ks.History...)
 	retired := slices.Clone(ks.RetiredKeys)
-	if cur != nil && cur.ID == ks.ID && cur.KEK == ks.KEK && cur.Verify(ctx, kek) == nil && cur.Version > ks.Version {
-		// Authentic: its history and retired keys are the fleet's.
+	var seen keyset.Link
+	var seenRetired []uint32
+	known := false
+	if iop.Seen != nil {
+		seen, seenRetired, known = iop.Seen(ks.ID)
+	}
+	switch {
+	case cur != nil && cur.ID == ks.ID && cur.KEK == ks.KEK && cur.Version > ks.Version &&
+		(!known || cur.Extends(seen.Version, seen.Tag)) && cur.Verify(ctx, kek) == nil:
+		// Authentic, and not off the caller's record: its history and
+		// retired keys are the fleet's.
 		links = append([]keyset.Link{{Version: cur.Version, Tag: cur.Auth.Tag}}, cur.History...)
 		retired = append(retired, cur.RetiredKeys...)
-	} else if iop.Seen != nil {
-		if seen, r, ok := iop.Seen(ks.ID); ok && seen.Version > ks.Version {
-			links = append([]keyset.Link{seen}, links...)
-			retired = append(retired, r...)
-		}
+	case known && seen.Version > ks.Version:
+		// The location lost the keyset, or holds a fork of it: the
+		// caller's record names the newest version the fleet installed.
+		links = append([]keyset.Link{seen}, links...)
+		retired = append(retired, seenRetired...)
 	}
 	if v <= links[0].Version {
 		return nil, nil, fmt.Errorf("rotation: keyset %s was at version %d; writing the backup as version %d would not move it forward", ks.ID, links[0].Version, v)

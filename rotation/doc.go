@@ -20,5 +20,11 @@
 // seals with it. [Retire] refuses a key while tokens it may have sealed can
 // still be valid: until its successor's activation plus the maximum TTL
 // plus the clock skew. The last usable key is never retired or demoted.
-// docs/ROTATION.md is the operator's runbook.
+// Every edit links the new version to the one it read (keyset.Keyset.Follow)
+// and keeps every retired key recorded. An edit renews the keyset's expiry
+// only when its editor can vouch that the keyset it read is the newest
+// (Options.Loader, Options.Vouch, Options.Current); an editor that cannot
+// keeps the expiry, so it never keeps a rolled-back copy loadable longer
+// than the copy itself would have been. docs/ROTATION.md is the
+// operator's runbook.
 package rotation

@@ -24,7 +24,10 @@ import (
 // to the first version revives the leaked key on a fresh instance, and its
 // token opens. Then the procedure (prune, rewrap to a new transit version,
 // min_decryption_version): the same rollback loads nowhere, and the
-// leaked key's token opens on no instance, fresh or running.
+// leaked key's token opens on no instance, fresh or running. In between,
+// an honest editor without memory that rotates the rolled-back copy
+// makes a fork the running instance refuses; after the procedure no
+// honest editor can extend any earlier copy.
 func TestLeakedKeyProcedureVault(t *testing.T) {
 	v := testservers.StartVault(t)
 	v.Env(t)
@@ -113,6 +116,18 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 	if err := running.Reload(ctx); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("running instance, rolled-back store: %v", err)
 	}
+	// An honest editor with no memory of the keyset (a CronJob) rotates
+	// the rolled-back copy: a fork, which the running instance refuses;
+	// the leaked key stays retired there.
+	if _, err := rotation.Rotate(ctx, loc, nil, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := running.Reload(ctx); !errors.Is(err, keyset.ErrFork) {
+		t.Fatalf("running instance, the rolled-back copy rotated: %v, want ErrFork", err)
+	}
+	if _, err := runningSealer.Open(b, token); !errors.Is(err, seal.ErrUnknownKey) {
+		t.Fatalf("running instance after the fork: %v", err)
+	}
 	if _, err := kv.Rollback(ctx, "stateseal/leak", 4); err != nil { // the operator restores the pruned version
 		t.Fatal(err)
 	}
@@ -136,8 +151,11 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 		t.Fatalf("the rewrapped keyset: %v", err)
 	}
 
-	// Every copy from before the procedure, put back, loads nowhere.
-	for _, version := range []int{1, 2, 3, 4} {
+	// Every copy from before the procedure, put back, loads nowhere, and
+	// no honest editor extends it: the bare one cannot authenticate it,
+	// the running instance's scheduler refuses it.
+	sch := &rotation.Scheduler{Path: loc, Options: rotation.Options{KEK: kek, Logger: o.Logger, Loader: running}}
+	for _, version := range []int{1, 2, 3, 4, 5, 6} {
 		if _, err := kv.Rollback(ctx, "stateseal/leak", version); err != nil {
 			t.Fatal(err)
 		}
@@ -149,6 +167,12 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 		}
 		if _, err := runningSealer.Open(b, token); err == nil {
 			t.Fatalf("the leaked key's token opened after rolling back to KV version %d", version)
+		}
+		if _, err := rotation.Rotate(ctx, loc, nil, o); err == nil {
+			t.Fatalf("a bare editor rotated the copy of KV version %d", version)
+		}
+		if _, err := sch.Tick(ctx); err == nil {
+			t.Fatalf("the running instance's scheduler edited the copy of KV version %d", version)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
@@ -254,7 +255,9 @@ func usable(ks *keyset.Keyset, now time.Time) error {
 // their wrapping do not change, so no token breaks; the keyset gains a
 // history and the record of its retired keys, and a version-2 keyset the
 // default freshness window (docs/KEYSET.md). The expiry is renewed only
-// by an editor that vouches for the keyset (Options.Vouch).
+// by an editor that vouches for the keyset (Options.Vouch, Current, a
+// Loader); a version-2 keyset, which has no expiry to keep, is upgraded
+// only by one (ErrUnvouched otherwise).
 func Upgrade(ctx context.Context, location string, o *Options) (Result, error) {
 	lo := o.loadOptions()
 	s, err := keyset.OpenStore(ctx, location, lo)
@@ -278,6 +281,14 @@ func Upgrade(ctx context.Context, location string, o *Options) (Result, error) {
 	ks, err := keyset.Upgrade(ctx, data, kek, url, o.now())
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (in %s)", err, s)
+	}
+	// A version-2 document carries no expiry: nothing in it tells the
+	// newest copy from one superseded a year ago, and its upgrade starts a
+	// whole window. Only an editor that vouches for it may start one.
+	if d, err := keysetjson.ParseOld(data); err == nil && d.Format == keysetjson.FormatV2 && !o.vouches(ks) {
+		return Result{}, fmt.Errorf("%w: not upgrading keyset %s version %d: a format-2 keyset has no expiry, so a copy of any age looks the same, "+
+			"and its upgrade would make it load for a whole freshness window; check its version against a running instance (its /healthz) "+
+			"or the store's history, then upgrade with sealctl upgrade --current (Options.Current)", ErrUnvouched, ks.ID, ks.Version-1)
 	}
 	// The upgraded keyset meets every check an edit makes, the old
 	// document's expiry included (the upgrade keeps it): an old copy put

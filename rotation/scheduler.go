@@ -19,11 +19,13 @@ import (
 // keyset before its freshness window runs out. Any number of instances may run one on the same
 // keyset: each edit is compare-and-swap, so exactly one rotation wins per
 // interval and the others see it on their next read. Set Options.Loader
-// to the instance's loader: a scheduler then never writes back a keyset
-// older than the one its instance loaded, and only then does it refresh
-// the keyset (renewing the expiry of a copy rolled back in the store would
-// keep it loadable). Without one it still refuses a keyset older than one
-// it read or wrote itself.
+// to the instance's loader: a scheduler then never edits a keyset its
+// instance would refuse (older, a fork at any version, a retired key
+// revived: keyset.Loader.Check), and only then does it renew the keyset's
+// expiry (renewing a copy rolled back in the store would keep it
+// loadable). Without one it still refuses a keyset older than one it read
+// or wrote itself, or not descending from it, and its edits keep the
+// expiry they read.
 type Scheduler struct {
 	// Path is the keyset's location, a file path or a store URL, as in
 	// keyset.Loader.
@@ -95,6 +97,10 @@ type TickResult struct {
 	Rotated   uint32   `json:"rotated,omitempty"`   // id of the key added, or 0
 	Retired   []uint32 `json:"retired,omitempty"`   // keys retired
 	Refreshed bool     `json:"refreshed,omitempty"` // the keyset was rewritten to renew its expiry
+	// Warnings are what the tick's edits had to say though they were
+	// made (an expiry kept, not renewed: this scheduler cannot vouch for
+	// the keyset, which may be a rollback); each is logged too.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Tick runs once: rotate if the newest key is older than the rotation
@@ -126,6 +132,7 @@ func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 	default:
 		tr.Rotated = res.Key
 		s.checkFloor(res.Keyset) // what it wrote
+		s.warn(&tr, res.Warnings)
 	}
 	now := o.now()
 	res, err = edit(ctx, s.Path, o, func(ks *keyset.Keyset, _ backends.KEK) (Result, error) {
@@ -150,6 +157,7 @@ func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 		return tr, err
 	default:
 		s.checkFloor(res.Keyset)
+		s.warn(&tr, res.Warnings)
 		for _, id := range tr.Retired {
 			s.Options.logger().Info("stateseal key retired", "store", stores.Redact(s.Path), "key", keyring.FormatID(id))
 		}
@@ -176,9 +184,20 @@ func (s *Scheduler) tick(ctx context.Context) (TickResult, error) {
 	default:
 		tr.Refreshed = true
 		s.checkFloor(res.Keyset)
+		s.warn(&tr, res.Warnings)
 		s.Options.logger().Info("stateseal keyset refreshed", "store", stores.Redact(s.Path))
 	}
 	return tr, nil
+}
+
+// warn logs an edit's warnings and keeps them in the tick's result (and
+// so in Status): thrown away, a scheduler without a Loader would extend a
+// rolled-back keyset without a word.
+func (s *Scheduler) warn(tr *TickResult, ws []string) {
+	for _, w := range ws {
+		s.Options.logger().Warn("stateseal rotation: "+w, "store", stores.Redact(s.Path))
+	}
+	tr.Warnings = append(tr.Warnings, ws...)
 }
 
 // refreshDue reports whether less than half of the keyset's freshness
@@ -240,7 +259,8 @@ func (t TickResult) MarshalJSON() ([]byte, error) {
 		Rotated   string   `json:"rotated,omitempty"`
 		Retired   []string `json:"retired,omitempty"`
 		Refreshed bool     `json:"refreshed,omitempty"`
-	}{Refreshed: t.Refreshed}
+		Warnings  []string `json:"warnings,omitempty"`
+	}{Refreshed: t.Refreshed, Warnings: t.Warnings}
 	if t.Rotated != 0 {
 		out.Rotated = keyring.FormatID(t.Rotated)
 	}

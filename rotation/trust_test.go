@@ -6,11 +6,14 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -161,5 +164,49 @@ func TestSchedulerRun(t *testing.T) {
 	}
 	if err := (&Scheduler{Path: path}).Run(ctx, 0); err == nil {
 		t.Fatal("interval 0 accepted")
+	}
+}
+
+// TestUnvouchedEditsKeepExpiry: an editor with no Loader, no record and
+// no operator's word cannot tell a copy rolled back inside the window
+// from the newest: its edits keep the expiry they read and say so, its
+// Refresh fails with ErrUnvouched and writes nothing; with Current, or
+// a Vouch that knows the keyset, the expiry is renewed.
+func TestUnvouchedEditsKeepExpiry(t *testing.T) {
+	dir := t.TempDir()
+	if err := backends.GenerateLocal(filepath.Join(dir, "kek")); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: t0}
+	o := &Options{KEK: "local:kek", Now: clk.now, Logger: discard}
+	path := filepath.Join(dir, "keyset.json")
+	if _, err := Init(ctx, path, "local:kek", keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
+		t.Fatal(err)
+	}
+	first := read(t, path).Expires
+	clk.advance(24 * time.Hour)
+	res, err := Rotate(ctx, path, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Keyset.Expires.Equal(first) || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "does not renew it") }) {
+		t.Fatalf("a bare rotation: expires %s (was %s), warnings %q", res.Keyset.Expires, first, res.Warnings)
+	}
+	if _, err := Refresh(ctx, path, o); !errors.Is(err, ErrUnvouched) {
+		t.Fatalf("a bare refresh: %v, want ErrUnvouched", err)
+	}
+	if v := read(t, path).Version; v != 2 {
+		t.Fatalf("the refused refresh wrote version %d", v)
+	}
+	vouched := *o
+	vouched.Vouch = func(ks *keyset.Keyset) bool { return ks.Version == 2 }
+	if res, err := Refresh(ctx, path, &vouched); err != nil || !res.Keyset.Expires.Equal(clk.now().Add(keyring.DefaultPolicy().Freshness)) {
+		t.Fatalf("a refresh by an editor that knows version 2: %v", err)
+	}
+	clk.advance(time.Hour)
+	current := *o
+	current.Current = true
+	if res, err := Refresh(ctx, path, &current); err != nil || !res.Keyset.Expires.Equal(clk.now().Add(keyring.DefaultPolicy().Freshness)) {
+		t.Fatalf("a refresh on the operator's word: %v", err)
 	}
 }

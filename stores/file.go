@@ -14,7 +14,8 @@ import (
 
 // A File is a keyset in a file on this host. Its revision is the SHA-256
 // of the file's bytes. Writers on one host serialize on an advisory lock
-// (the file's name + ".lock"); a write is atomic (temporary file in the
+// (the file's name + ".lock"), which a write waits for until its context
+// is done (ErrLocked); a write is atomic (temporary file in the
 // same directory, fsync, rename, fsync of the directory), so a crash
 // leaves the old document or the new one, whole.
 //
@@ -26,6 +27,11 @@ import (
 type File struct {
 	path string
 }
+
+// ErrLocked reports a write that gave up on the keyset's lock: another
+// writer held it until the write's context was done. Whoever can write the
+// store can hold the lock; an editor must not hang on it for ever.
+var ErrLocked = errors.New("stores: the keyset's lock is held by another writer")
 
 var _ Store = (*File)(nil)
 
@@ -106,7 +112,7 @@ func readFile(path string) ([]byte, error) {
 
 // Write replaces the file if its bytes still hash to rev ("": if it does
 // not exist).
-func (f *File) Write(_ context.Context, data []byte, rev string) (string, error) {
+func (f *File) Write(ctx context.Context, data []byte, rev string) (string, error) {
 	if len(data) > MaxSize {
 		return "", TooLarge("stores: "+f.path, int64(len(data)))
 	}
@@ -114,7 +120,7 @@ func (f *File) Write(_ context.Context, data []byte, rev string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	unlock, err := lockFile(path + ".lock")
+	unlock, err := lockFile(ctx, path+".lock")
 	if err != nil {
 		return "", err
 	}

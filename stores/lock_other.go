@@ -2,8 +2,11 @@
 
 package stores
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
-func lockFile(string) (func(), error) {
+func lockFile(context.Context, string) (func(), error) {
 	return nil, errors.New("stores: writing keysets needs advisory file locks, which this platform lacks")
 }

@@ -23,7 +23,7 @@ func TestReloadsKeepGoroutinesFlat(t *testing.T) {
 	ctx := context.Background()
 	url := keyURL(g.Addr, g.NewKey("ring", id()))
 	path := filepath.Join(t.TempDir(), "keyset.json")
-	o := &rotation.Options{KEK: url, Logger: slog.New(slog.DiscardHandler)}
+	o := &rotation.Options{KEK: url, Logger: slog.New(slog.DiscardHandler), Current: true} // refreshes below: the operator vouches
 	if _, err := rotation.Init(ctx, path, url, keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		t.Fatal(err)
 	}

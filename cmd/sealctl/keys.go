@@ -334,6 +334,10 @@ func newRefresh(p *paths) *cobra.Command {
 			res, err := p.edit(cmd.Context(), func() (rotation.Result, error) {
 				return rotation.Refresh(cmd.Context(), p.keysetPath(), o)
 			})
+			if errors.Is(err, rotation.ErrUnvouched) {
+				return fmt.Errorf("%w (this machine's record, %s, vouches only for a version it first saw less than half the freshness window ago: "+
+					"a keyset it saw longer ago may have moved on and been rolled back to it)", err, seenPath())
+			}
 			if err != nil {
 				return err
 			}
@@ -348,21 +352,26 @@ func newRefresh(p *paths) *cobra.Command {
 }
 
 func newUpgrade(p *paths) *cobra.Command {
-	return &cobra.Command{
-		Use:   "upgrade",
-		Short: "Rewrite a keyset of format version 2 as version 3 (no key changes)",
+	var current bool
+	cmd := &cobra.Command{
+		Use:   "upgrade [--current]",
+		Short: "Rewrite a keyset of format version 2 or 3 as version 4 (no key changes)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := rotation.Upgrade(cmd.Context(), p.keysetPath(), p.options())
+			o := p.options()
+			o.Current = current
+			res, err := rotation.Upgrade(cmd.Context(), p.keysetPath(), o)
 			if err != nil {
 				return p.inFile(err)
 			}
 			recordSeen(res.Keyset)
-			fmt.Fprintf(cmd.OutOrStdout(), "upgraded keyset %s to format version 3: version %d, freshness %s\n",
-				res.Keyset.ID, res.Keyset.Version, res.Keyset.Policy.Freshness)
+			fmt.Fprintf(cmd.OutOrStdout(), "upgraded keyset %s to format version 4: version %d, freshness %s, loads until %s\n",
+				res.Keyset.ID, res.Keyset.Version, res.Keyset.Policy.Freshness, res.Keyset.Expires.Format(time.RFC3339))
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&current, "current", false, "the keyset is the newest copy: checked against a running instance's /healthz (needed for a format-2 keyset this machine has no record of, which carries no expiry)")
+	return cmd
 }
 
 func newKEK() *cobra.Command {

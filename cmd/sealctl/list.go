@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -31,6 +32,10 @@ type listOutput struct {
 	KEK     string   `json:"kek"`
 	Policy  policyJS `json:"policy"`
 	Keys    []keyRow `json:"keys"`
+	// Follows is the version this one was edited from (0 for version 1);
+	// RetiredKeys every key ever retired, pruned ones included.
+	Follows     uint64   `json:"follows,omitempty"`
+	RetiredKeys []string `json:"retired_keys,omitempty"`
 }
 
 type policyJS struct {
@@ -56,9 +61,16 @@ func newList(p *paths) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), out)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "keyset %s, version %d, KEK %s (not verified: 'sealctl verify' checks it under the KEK)\n", out.Keyset, out.Version, out.KEK)
-			fmt.Fprintf(w, "policy: propagation delay %s, max TTL %s, skew %s, rotation interval %s\n\n",
+			fmt.Fprintf(w, "keyset %s, version %d, KEK %s (not verified: 'sealctl verify' checks it under the KEK)\n", shown(out.Keyset), out.Version, shown(out.KEK))
+			fmt.Fprintf(w, "policy: propagation delay %s, max TTL %s, skew %s, rotation interval %s\n",
 				out.Policy.PropagationDelay, out.Policy.MaxTTL, out.Policy.Skew, out.Policy.RotationInterval)
+			if out.Follows != 0 {
+				fmt.Fprintf(w, "edited from version %d\n", out.Follows)
+			}
+			if len(out.RetiredKeys) > 0 {
+				fmt.Fprintf(w, "retired for good (listed or pruned): %s\n", strings.Join(out.RetiredKeys, " "))
+			}
+			fmt.Fprintln(w)
 			fmt.Fprintln(w, "ID\tALG\tSTATE\tROLE\tCREATED\tACTIVATION\tRETIRE AFTER")
 			for _, r := range out.Keys {
 				ra := "-"
@@ -84,6 +96,12 @@ func describe(ks *keyset.Keyset, now time.Time) listOutput {
 		PropagationDelay: ks.Policy.PropagationDelay.String(), MaxTTL: ks.Policy.MaxTTL.String(),
 		Skew: ks.Policy.Skew.String(), RotationInterval: ks.Policy.RotationInterval.String(),
 	}, Keys: []keyRow{}}
+	if len(ks.History) > 0 {
+		out.Follows = ks.History[0].Version
+	}
+	for _, id := range ks.RetiredKeys {
+		out.RetiredKeys = append(out.RetiredKeys, keyring.FormatID(id))
+	}
 	primary, _ := ks.Primary(now)
 	for _, k := range ks.Keys {
 		r := keyRow{ID: keyring.FormatID(k.ID), Algorithm: k.Algorithm.String(), State: k.State.String(),
@@ -132,13 +150,13 @@ func newVerify(p *paths) *cobra.Command {
 			if err := checkSeen(ks); err != nil {
 				return p.inFile(err)
 			}
-			fmt.Fprintf(w, "keyset %s version %d: metadata authenticates under its KEK\n", ks.ID, ks.Version)
+			fmt.Fprintf(w, "keyset %s version %d: metadata authenticates under its KEK\n", shown(ks.ID), ks.Version)
 			failed := 0
 			for _, sk := range ks.Keys {
 				k, err := ks.UnwrapKey(cmd.Context(), kek, sk)
 				if err != nil {
 					failed++
-					fmt.Fprintf(w, "key %s  %-4s  %-12s  FAILED: %v\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State, err)
+					fmt.Fprintf(w, "key %s  %-4s  %-12s  FAILED: %s\n", keyring.FormatID(sk.ID), sk.Algorithm, sk.State, terminalSafe(err.Error()))
 					continue
 				}
 				k.Zero()
@@ -151,7 +169,7 @@ func newVerify(p *paths) *cobra.Command {
 				return fmt.Errorf("%s: %d of %d keys do not unwrap", stores.Redact(path), failed, len(ks.Keys))
 			}
 			recordSeen(ks)
-			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", ks.ID, ks.Version, len(ks.Keys))
+			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", shown(ks.ID), ks.Version, len(ks.Keys))
 			return nil
 		},
 	}

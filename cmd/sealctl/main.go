@@ -45,7 +45,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "sealctl:", scrub(err, args))
+	fmt.Fprintln(stderr, "sealctl:", terminalSafe(scrub(err, args)))
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		fmt.Fprintln(stderr, "Run 'sealctl --help' for usage.")

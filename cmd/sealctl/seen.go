@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -26,6 +27,9 @@ type seenEntry struct {
 	Digest  string   `json:"sha256"`
 	Tag     string   `json:"tag,omitempty"`
 	Retired []uint32 `json:"retired,omitempty"`
+	// Since is when this machine first saw that version: what it knows of
+	// the keyset is current as of then, and no later.
+	Since time.Time `json:"since,omitzero"`
 }
 
 func seenPath() string {
@@ -81,12 +85,20 @@ func seenLink(id string) (keyset.Link, []uint32, bool) {
 	return keyset.Link{Version: v.Version, Tag: tag}, v.Retired, true
 }
 
-// vouchSeen reports whether the record names a version ks descends from:
-// the operator saw this keyset's history before, so an edit of it may
-// renew its expiry (rotation.Options.Vouch).
+// vouchSeen reports whether the record names a version ks descends from,
+// first seen less than half a freshness window ago: the operator saw this
+// keyset's history recently, so an edit of it may renew its expiry
+// (rotation.Options.Vouch). An older record is behind by as much: the
+// keyset may have moved on since, and been rolled back to what it
+// recorded, which it cannot tell from a keyset nobody edited (a scheduler
+// would have refreshed it within half a window).
 func vouchSeen(ks *keyset.Keyset) bool {
 	v, ok := readSeen()[ks.ID]
-	return ok && v.descends(ks)
+	return ok && v.descends(ks) && recent(v, ks)
+}
+
+func recent(v seenEntry, ks *keyset.Keyset) bool {
+	return !v.Since.IsZero() && time.Since(v.Since) < ks.Policy.Freshness/2
 }
 
 // checkSeen refuses a keyset below the version recorded for its id, or
@@ -119,7 +131,11 @@ func recordSeen(ks *keyset.Keyset) {
 	if v, ok := r[ks.ID]; ok && v.Version > ks.Version {
 		return
 	}
-	r[ks.ID] = seenEntry{ks.Version, digest(ks), hex.EncodeToString(ks.Auth.Tag), ks.RetiredKeys}
+	since := time.Now().UTC().Truncate(time.Second)
+	if v, ok := r[ks.ID]; ok && v.Version == ks.Version && v.Digest == digest(ks) {
+		since = v.Since // seen again: not news
+	}
+	r[ks.ID] = seenEntry{ks.Version, digest(ks), hex.EncodeToString(ks.Auth.Tag), ks.RetiredKeys, since}
 	b, _ := json.MarshalIndent(r, "", "  ")
 	if os.MkdirAll(filepath.Dir(path), 0o700) != nil {
 		return

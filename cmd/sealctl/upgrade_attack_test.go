@@ -91,11 +91,17 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	kekURL := "local:" + kekPath
-	kek, _ := backends.Open(ctx, kekURL, nil)
+	kek, err := backends.Open(ctx, kekURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(dir, "keyset.json")
 	id := keyset.NewID()
 	created := time.Now().UTC().Truncate(time.Second).Add(-24 * time.Hour)
-	k, _ := keyring.NewKey(keyring.AEAD, created, created, nil)
+	k, err := keyring.NewKey(keyring.AEAD, created, created, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ks := &keyset.Keyset{ID: id}
 	sk, err := ks.Wrap(ctx, kek, k)
 	if err != nil {
@@ -112,7 +118,7 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 		return out
 	}
 	// The operator's history: upgrade, then the leak.
-	sc(0, "upgrade")
+	sc(0, "upgrade", "--current")
 	sc(0, "rotate", "--now")
 	sc(0, "retire", "--force", keyring.FormatID(k.ID))
 	sc(0, "verify") // version 8, recorded

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/replay"
@@ -23,6 +24,8 @@ import (
 // config is the server's flags.
 type config struct {
 	addr, keyset, kek, audience string
+	previousKEK, keysetID       string
+	minVersion                  uint64
 	principalHeader             string
 	singleUse                   string
 	replay                      string
@@ -32,6 +35,12 @@ type config struct {
 }
 
 func (c config) now() time.Time { return time.Now().Add(c.clockOffset) }
+
+// loadOptions is the trust the flags configure: the KEK (and the old one
+// during a rewrap), the pinned keyset id, the version floor.
+func (c config) loadOptions() keyset.LoadOptions {
+	return keyset.LoadOptions{KEK: c.kek, PreviousKEK: c.previousKEK, KeysetID: c.keysetID, MinVersion: c.minVersion, Now: c.now}
+}
 
 // handler returns the HTTP handler serving MCP at /mcp, stateless: the
 // go-sdk sends input_required to clients only from a stateless handler.

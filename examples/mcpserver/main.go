@@ -9,7 +9,9 @@
 // Without -keyset it seals with a key that lives in memory only. -keyset
 // also takes a store URL (redis://..., vault-kv://...), which is how the
 // fleet test runs four instances on one keyset; -principal-header,
-// -single-use and -replay bind states to users and make tools single use.
+// -single-use and -replay bind states to users and make tools single use;
+// -keyset-id, -min-version and -previous-kek are keyset.LoadOptions'
+// KeysetID, MinVersion and PreviousKEK.
 package main
 
 import (
@@ -49,6 +51,9 @@ func main() {
 	flag.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address, HOST:PORT")
 	flag.StringVar(&c.keyset, "keyset", "", "keyset file or store URL (default: an in-memory key)")
 	flag.StringVar(&c.kek, "kek", "", "URL of the KEK the keyset must be under: trusted from here, never from the keyset (required with a store; default for a file: local:stateseal.kek beside it)")
+	flag.StringVar(&c.previousKEK, "previous-kek", "", "URL of a KEK trusted too, while a rewrap moves the keyset from it to -kek; remove it after")
+	flag.StringVar(&c.keysetID, "keyset-id", "", "the only keyset id that loads (default: the first one loaded is pinned until restart)")
+	flag.Uint64Var(&c.minVersion, "min-version", 0, "refuse keyset versions below this one, fresh loads too: raise it after an emergency (docs/ROTATION.md, \"A leaked key\")")
 	flag.StringVar(&c.audience, "audience", "stateseal-example", "audience bound into every state")
 	flag.StringVar(&c.principalHeader, "principal-header", "", "bind states to this request header's value, set by an authenticating proxy in front (default: no principal, AllowAnonymous)")
 	flag.StringVar(&c.singleUse, "single-use", "", "comma-separated tools whose states open once")
@@ -100,7 +105,7 @@ func loadRing(ctx context.Context, c config) (*keyring.Ring, func() keyset.Healt
 		ring, err := keyring.Generate(keyring.AEAD)
 		return ring, func() keyset.Health { return keyset.Health{Ready: true} }, err
 	}
-	l := &keyset.Loader{Path: c.keyset, Options: keyset.LoadOptions{KEK: c.kek, Now: c.now}}
+	l := &keyset.Loader{Path: c.keyset, Options: c.loadOptions()}
 	ring, err := l.Load(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -110,7 +115,8 @@ func loadRing(ctx context.Context, c config) (*keyring.Ring, func() keyset.Healt
 }
 
 // withHealth serves /healthz (alive; the loader's state as JSON) and
-// /readyz (200 once a keyset is loaded, 503 before) beside h. A store or
+// /readyz (200 once a keyset is loaded, 503 before, and once the installed
+// keyset expired: keyset.Health.Stale) beside h. A store or
 // KMS outage does not make the server unready: the last good keyset keeps
 // serving, and /healthz says so.
 func withHealth(h http.Handler, health func() keyset.Health) http.Handler {
@@ -122,7 +128,7 @@ func withHealth(h http.Handler, health func() keyset.Health) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !health().Ready {
-			http.Error(w, "no keyset loaded", http.StatusServiceUnavailable)
+			http.Error(w, "no keyset loaded, or the installed one expired (see /healthz)", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")

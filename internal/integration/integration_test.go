@@ -120,6 +120,10 @@ func run(t *testing.T, tg *target) {
 	t.Run("EditedWithoutKEK", func(t *testing.T) { e.testTamper(ctx, t) })
 	t.Run("Rollback", func(t *testing.T) { e.testRollback(ctx, t) })
 	t.Run("FourSchedulers", func(t *testing.T) { e.testSchedulers(ctx, t) })
+	t.Run("LaunderByFreshScheduler", func(t *testing.T) { e.testLaunderByFreshScheduler(ctx, t) })
+	t.Run("LaunderByBareEditor", func(t *testing.T) { e.testLaunderByBareEditor(ctx, t) })
+	t.Run("ForkAtSameVersion", func(t *testing.T) { e.testForkAtSameVersion(ctx, t) })
+	t.Run("ClockAhead", func(t *testing.T) { e.testClockAhead(ctx, t) })
 }
 
 // newKeyset creates a keyset in a new store, with its first key active.
@@ -148,6 +152,9 @@ type helperSpec struct {
 	Now      time.Time `json:"now"`
 	KEK      string    `json:"kek"`
 	Start    time.Time `json:"start"` // all helpers begin at once
+	// Step spaces the ticks of "fresh-scheduler": tick i (from 1) runs at
+	// Now (or the time it starts) plus i times Step.
+	Step time.Duration `json:"step"`
 }
 
 // TestMain runs the tests, or, in a helper process a test started (the
@@ -193,6 +200,8 @@ func helper(spec string) int {
 			return 1
 		}
 		fmt.Printf("rotated %08x\n", tr.Rotated)
+	case "fresh-scheduler", "refresh-current":
+		return historyHelper(ctx, s, o)
 	}
 	return 0
 }
