@@ -64,6 +64,12 @@ func (h *health) report(ctx context.Context) healthReport {
 		if !kh.Outage && strings.Contains(kh.Error, stores.ErrNotFound.Error()) {
 			notReady("the keyset vanished from its store: " + kh.Error)
 		}
+		// The installed keyset's freshness window has passed: nobody
+		// renewed it, or the store is frozen on it (keyset.ErrStale). The
+		// gateway keeps serving its keys, but an operator must look.
+		if kh.Stale {
+			notReady("the keyset is stale: " + kh.Error)
+		}
 	}
 	if j, ok := h.g.Principal.(*gateway.JWTPrincipal); ok {
 		fetched, err := j.JWKSState()
