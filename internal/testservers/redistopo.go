@@ -248,7 +248,8 @@ func (c *RedisCluster) URL(query string) string {
 }
 
 // WaitOK waits until every running node reports cluster_state:ok and
-// every slot served.
+// every slot served, and every running replica's link to its master is up
+// (a replica that never synced cannot take over).
 func (c *RedisCluster) WaitOK() {
 	c.t.Helper()
 	waitLong(c.t, 60*time.Second, "the cluster to be ok", func() bool {
@@ -258,8 +259,12 @@ func (c *RedisCluster) WaitOK() {
 			}
 			cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
 			info, err := cl.ClusterInfo(context.Background()).Result()
+			repl, err2 := cl.Info(context.Background(), "replication").Result()
 			cl.Close()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+			if err != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+				return false
+			}
+			if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
 				return false
 			}
 		}

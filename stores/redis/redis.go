@@ -165,9 +165,15 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 	return s, nil
 }
 
-// storeOptions reads the store's own write parameters.
+// storeOptions reads the store's own write parameters. Behind Sentinel
+// (master=) a write needs one replica by default: a primary that lost
+// its replicas (one the sentinels are demoting, say) would otherwise
+// acknowledge writes its successor never sees.
 func storeOptions(q url.Values) (*Options, error) {
 	o := &Options{}
+	if q.Get("master") != "" {
+		o.MinReplicas = 1
+	}
 	if v := q.Get("min_replicas"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
