@@ -100,6 +100,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	redis.SetLogger(log) // go-redis's own lines as the gateway's JSON records
 	g, err := newGateway(c, log)
 	if err != nil {
 		return err
