@@ -380,7 +380,10 @@ var maxSize = strconv.Itoa(stores.MaxSize)
 // Read returns the document and its revision. A document over
 // stores.MaxSize is refused inside Redis, before it is sent.
 func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
-	v, err := read.Run(ctx, s.client, []string{s.key}, maxSize).Slice()
+	a, err := coalesced(ctx, flightKey{s.client, s.key, "read"}, func(ctx context.Context) (any, error) {
+		return read.Run(ctx, s.client, []string{s.key}, maxSize).Slice()
+	})
+	v, _ := a.([]any)
 	if errors.Is(err, goredis.Nil) {
 		return nil, "", fmt.Errorf("%s: %w", s.name, stores.ErrNotFound)
 	}
@@ -400,9 +403,11 @@ func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
 // size. It changes whenever the document does, even if whoever changed it
 // left the counter alone.
 func (s *Store) Revision(ctx context.Context) (string, error) {
-	rev, err := revision.Run(ctx, s.client, []string{s.key}, maxSize).Text()
+	a, err := coalesced(ctx, flightKey{s.client, s.key, "revision"}, func(ctx context.Context) (any, error) {
+		return revision.Run(ctx, s.client, []string{s.key}, maxSize).Text()
+	})
 	if err != nil {
 		return "", s.failed("revision", err)
 	}
-	return rev, nil
+	return a.(string), nil
 }
