@@ -19,6 +19,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/faulttest"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -106,7 +107,7 @@ func TestManyLoaders(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := res.Keyset.Version
-		waitLongT(t, 60*time.Second, fmt.Sprintf("%d installs of version %d", n, v), func() bool {
+		waitLongT(t, 20*time.Second, fmt.Sprintf("%d installs of version %d", n, v), func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(installs[v]) >= n
@@ -123,7 +124,7 @@ func TestManyLoaders(t *testing.T) {
 	}
 	cpuPer := (cpuTime() - cpu0) / time.Duration(rotations*n)
 	t.Logf("%d loaders in %d process(es): write to last install p50 %v, p99 %v, max %v over %d rotations; %d connections (%.3f per loader); %.2f Redis commands per loader per minute idle (%v window, 30 s polls); heap %.1f KiB and CPU %v per loader per rotation (this process only)",
-		n, procs, pct(lat, 50).Round(time.Millisecond), pct(lat, 99).Round(time.Millisecond), pct(lat, 100).Round(time.Millisecond), rotations,
+		n, procs, faulttest.Pct(lat, 50).Round(time.Millisecond), faulttest.Pct(lat, 99).Round(time.Millisecond), faulttest.Pct(lat, 100).Round(time.Millisecond), rotations,
 		conns, float64(conns)/float64(n), perMin, idle, heapPer/1024, cpuPer)
 }
 
