@@ -37,6 +37,7 @@ type Run struct {
 	kek     string
 	o       *rotation.Options
 	loaders []*keyset.Loader
+	poll    time.Duration
 	rings   []*keyring.Ring
 
 	mu        sync.Mutex
@@ -70,7 +71,7 @@ func Start(t *testing.T, loc, kek string, n int, poll time.Duration) *Run {
 		}
 		kek = "local:" + kekPath
 	}
-	r := &Run{t: t, loc: loc, kek: kek}
+	r := &Run{t: t, loc: loc, kek: kek, poll: poll}
 	r.o = &rotation.Options{KEK: r.kek, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := rotation.Init(ctx, loc, r.kek, keyring.AEAD, keyring.DefaultPolicy(), r.o); err != nil {
 		t.Fatal(err)
@@ -341,6 +342,9 @@ func (r *Run) check(name string) Report {
 		}
 	}
 	rep.before, rep.after = Pct(before, 99), Pct(after, 100)
+	if r.poll >= 30*time.Second && rep.after > 10*time.Second {
+		t.Errorf("%s: a write after the fault took %v to reach every loader: their poll (%v), not the notification, brought it", name, rep.after, r.poll)
+	}
 	if r.twice > 0 {
 		t.Errorf("%s: %d states executed twice", name, r.twice)
 	}

@@ -20,7 +20,18 @@
 // many times, and how far apart, one connection is dialed). An unknown
 // parameter is refused. Durations are Go durations (300ms) or whole
 // seconds; max_retries=-1 turns retries off. Every command is also bounded
-// by its context's deadline.
+// by its context's deadline. A Cluster URL (several addr=, no master=)
+// also takes cluster_state_reload_interval (how old go-redis's slot map
+// may get: 60 s by default, 1s is what a fleet wants), max_redirects,
+// route_by_latency and route_randomly.
+//
+// A write is acknowledged only once durable on the primary's replicas
+// (Write: WAIT after the script, on the same connection). min_replicas=N
+// is the number it needs (1 behind Sentinel, 0 otherwise, by default),
+// wait_timeout=D how long it waits (2s); a write that cannot be made
+// durable fails with stores.ErrNotDurable. Stores opened from URLs that
+// differ only in key=, min_replicas= and wait_timeout= share one client,
+// and their watches one subscription.
 //
 // The keyset lives in one hash, NAME, with its document ("doc") and a
 // write counter ("rev"). The store's revision is derived from both: the
