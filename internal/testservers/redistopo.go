@@ -272,7 +272,8 @@ func (c *RedisCluster) WaitOK() {
 	})
 }
 
-// MasterFor returns the node that serves key as a master.
+// MasterFor returns the node that serves key as a master: the master
+// that answers EXISTS key instead of redirecting it (MOVED).
 func (c *RedisCluster) MasterFor(key string) *Redis {
 	c.t.Helper()
 	for _, n := range c.Nodes {
@@ -280,22 +281,13 @@ func (c *RedisCluster) MasterFor(key string) *Redis {
 			continue
 		}
 		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
-		slot, err1 := cl.ClusterKeySlot(context.Background(), key).Result()
-		role, err2 := cl.Do(context.Background(), "ROLE").Slice()
-		cl.Close()
-		if err1 != nil || err2 != nil || len(role) == 0 || role[0] != "master" {
-			continue
+		role, err := cl.Do(context.Background(), "ROLE").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			err = cl.Exists(context.Background(), key).Err()
 		}
-		cl = goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
-		slots, err := cl.ClusterSlots(context.Background()).Result()
 		cl.Close()
-		if err != nil {
-			continue
-		}
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 && s.Nodes[0].Addr == n.Addr() {
-				return n
-			}
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			return n
 		}
 	}
 	c.t.Fatalf("no master serves %s", key)
