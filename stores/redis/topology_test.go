@@ -1,10 +1,14 @@
 package redis_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/stateseal/stateseal/internal/faulttest"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 )
 
@@ -15,8 +19,16 @@ import (
 func TestSentinelFaults(t *testing.T) {
 	s := testservers.StartRedisSentinel(t)
 	g := guardFor(t, s.URL("max_retries=-1&dialer_retries=1&dial_timeout=200ms"))
-	r := faulttest.Start(t, s.URL("key="+newKey()+"&wait_timeout=1s"), "", faulttest.Loaders(), 30*time.Second)
+	key := newKey()
+	r := faulttest.Start(t, s.URL("key="+key+"&wait_timeout=1s"), "", faulttest.Loaders(), 30*time.Second)
 	r.Fault("sentinel failover", g, faulttest.Warm(), s.Failover, nil)
+	// The loaders' one subscription moved to the new primary.
+	pc := goredis.NewClient(&goredis.Options{Addr: s.Primary().Addr()})
+	defer pc.Close()
+	testkit.WaitFor(t, "the subscription on the new primary", func() bool {
+		m, err := pc.PubSubNumSub(context.Background(), key+":changed").Result()
+		return err == nil && m[key+":changed"] == 1
+	})
 
 	// With one replica, writes need it back (min_replicas=1 behind
 	// Sentinel): the killed primary restarts, as a supervisor would
