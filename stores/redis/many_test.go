@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -24,6 +25,7 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
+	"github.com/stateseal/stateseal/stores/redis"
 )
 
 // TestManyLoaders measures loaders following one keyset on one Redis:
@@ -32,7 +34,9 @@ import (
 // loader. STATESEAL_LOADERS sets the count (default 200; docs/BENCHMARKS.md
 // quotes 1000), STATESEAL_LOADER_PROCS the processes they are spread over
 // (default 1). Loaders poll every 30 s and are told of writes by the
-// store's subscription, one per process.
+// store's subscription, one per process. STATESEAL_LOADER_OWN_CLIENTS=1
+// gives each loader a client of its own instead: the anchor, what a
+// loader cost before stores shared clients.
 //
 //	STATESEAL_LOADERS=1000 go test -run TestManyLoaders -v ./stores/redis/
 //	STATESEAL_LOADERS=1000 STATESEAL_LOADER_PROCS=4 go test -run TestManyLoaders -v ./stores/redis/
@@ -87,6 +91,9 @@ func TestManyLoaders(t *testing.T) {
 	channel := strings.TrimPrefix(loc[strings.Index(loc, "?key="):], "?key=") + ":changed"
 	waitLongT(t, 60*time.Second, "the subscriptions", func() bool {
 		m, err := admin.PubSubNumSub(ctx, channel).Result()
+		if os.Getenv("STATESEAL_LOADER_OWN_CLIENTS") != "" {
+			return err == nil && m[channel] == int64(n)
+		}
 		return err == nil && m[channel] == int64(procs)
 	})
 	conns := infoInt(t, admin, "clients", "connected_clients") - baseClients
@@ -133,9 +140,18 @@ func runLoaders(t testing.TB, loc, kek string, n int, installed func(uint64)) (s
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var loaders []*keyset.Loader
+	own := os.Getenv("STATESEAL_LOADER_OWN_CLIENTS") != ""
 	for range n {
 		l := &keyset.Loader{Path: loc, Options: keyset.LoadOptions{KEK: kek}, Logger: slog.New(slog.DiscardHandler),
 			OnReload: func(ks *keyset.Keyset) { installed(ks.Version) }}
+		if own {
+			// The anchor: a client per loader, as before stores shared
+			// them (a pool and a subscription each, no shared reads).
+			u, _ := url.Parse(loc)
+			c := goredis.NewClient(&goredis.Options{Addr: u.Host})
+			l.Store = redis.New(c, u.Query().Get("key"), nil)
+			t.Cleanup(func() { c.Close() })
+		}
 		if _, err := l.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
