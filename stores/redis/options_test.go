@@ -64,6 +64,7 @@ func TestClusterAndWriteOptions(t *testing.T) {
 		"redis://127.0.0.1:26379/0?master=m&addr=127.0.0.1:26380&cluster_state_reload_interval=1s",
 		"redis://127.0.0.1:7000/0?addr=127.0.0.1:7001&cluster_state_reload_interval=0s",
 		"redis://127.0.0.1:7000/0?addr=127.0.0.1:7001&route_randomly=maybe",
+		"redis://127.0.0.1:6379/0?sentinel_password=p",
 	} {
 		u, _ := url.Parse(bad)
 		if c, err := newClient(u); err == nil {

@@ -23,7 +23,9 @@
 // by its context's deadline. A Cluster URL (several addr=, no master=)
 // also takes cluster_state_reload_interval (how old go-redis's slot map
 // may get: 60 s by default, 1s is what a fleet wants), max_redirects,
-// route_by_latency and route_randomly.
+// route_by_latency and route_randomly; a Sentinel URL (master=)
+// sentinel_username and sentinel_password, for sentinels that require a
+// password of their own (the URL's credentials are the Redis servers').
 //
 // A write is acknowledged only once durable on the primary's replicas
 // (Write: WAIT after the script, on the same connection). min_replicas=N
@@ -251,6 +253,12 @@ func newClient(u *url.URL) (goredis.UniversalClient, error) {
 			}
 		}
 	}
+	for _, k := range []string{"sentinel_username", "sentinel_password"} {
+		if q.Has(k) && o.MasterName == "" {
+			return nil, fmt.Errorf("%s is for Sentinel (master=)", k)
+		}
+	}
+	o.SentinelUsername, o.SentinelPassword = q.Get("sentinel_username"), q.Get("sentinel_password")
 	if !cluster {
 		return goredis.NewUniversalClient(o), nil
 	}
@@ -266,7 +274,7 @@ var clusterParams = []string{"cluster_state_reload_interval", "max_redirects", "
 // go-redis's ParseURL, which refuses those it does not know.
 var ours = map[string]bool{"key": true, "addr": true, "master": true, "dialer_retries": true, "dialer_retry_timeout": true,
 	"min_replicas": true, "wait_timeout": true, "cluster_state_reload_interval": true, "max_redirects": true,
-	"route_by_latency": true, "route_randomly": true}
+	"route_by_latency": true, "route_randomly": true, "sentinel_username": true, "sentinel_password": true}
 
 func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	q := u.Query()
@@ -281,7 +289,7 @@ func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	o, err := goredis.ParseURL(base.String())
 	if err != nil {
 		if strings.Contains(err.Error(), "unexpected option") {
-			return nil, fmt.Errorf("%w (this store reads key, addr, master, dialer_retries, dialer_retry_timeout, min_replicas, wait_timeout and, for a Cluster, cluster_state_reload_interval, max_redirects, route_by_latency, route_randomly; go-redis the others: see docs/FLEET.md)", err)
+			return nil, fmt.Errorf("%w (this store reads key, addr, master, dialer_retries, dialer_retry_timeout, min_replicas, wait_timeout, for a Cluster cluster_state_reload_interval, max_redirects, route_by_latency, route_randomly, for Sentinel sentinel_username, sentinel_password; go-redis the others: see docs/FLEET.md)", err)
 		}
 		return nil, err
 	}
