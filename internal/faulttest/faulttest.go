@@ -281,6 +281,20 @@ func (r *Run) check(name string) Report {
 	for _, k := range ks.Keys {
 		have[k.ID] = true
 	}
+	// The last acknowledged write may be on its way to the loaders: give
+	// them a third of a poll (notified, they take milliseconds).
+	r.mu.Lock()
+	var last uint64
+	for _, a := range r.acked {
+		last = max(last, a.version)
+	}
+	r.mu.Unlock()
+	deadline := time.Now().Add(min(10*time.Second, r.poll/3+time.Second))
+	for _, ring := range r.rings {
+		for ring.Current().Version() < last && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rep := Report{name: name, flows: r.flows, lostFlows: r.lostFlows, twice: r.twice, replays: r.replaysAccepted,
