@@ -1,11 +1,12 @@
 package vaultkv_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	_ "github.com/stateseal/stateseal/backends/vault"
 
 	"github.com/stateseal/stateseal/internal/faulttest"
 	"github.com/stateseal/stateseal/internal/testservers"
@@ -18,16 +19,7 @@ import (
 // commits a write on a majority before the leader answers), and the
 // loaders follow again once a new leader is elected. docs/FLEET.md quotes
 // its counts.
-//
-// It has not run yet where it was written (the Vault binary was still
-// being built), so it runs only on request, STATESEAL_VAULT_RAFT=1, until
-// it has passed once:
-//
-//	STATESEAL_VAULT_RAFT=1 go test -run TestVaultRaftFaults -v ./stores/vaultkv/
 func TestVaultRaftFaults(t *testing.T) {
-	if os.Getenv("STATESEAL_VAULT_RAFT") == "" {
-		t.Skip("STATESEAL_VAULT_RAFT=1 runs it (docs/FLEET.md)")
-	}
 	c := testservers.StartVaultCluster(t)
 	standby := c.Standby()
 	t.Setenv("VAULT_CLIENT_TIMEOUT", "5s")
