@@ -84,6 +84,13 @@ var (
 	// ErrTooLarge reports a document over MaxSize, which no store reads
 	// or writes. Its message names the bound.
 	ErrTooLarge = fmt.Errorf("keyset document over the %d-byte (1 MiB) limit, stores.MaxSize", MaxSize)
+	// ErrNotDurable reports a write the store could not make as durable
+	// as it requires (a Redis primary whose replicas did not acknowledge
+	// it in time, or that has fewer replicas than the required minimum).
+	// The write is not reported as done: it may be lost in a failover, or
+	// may survive. Read the store again before another edit; if the write
+	// was refused before it was made, the message says so.
+	ErrNotDurable = errors.New("keyset write not acknowledged as durable")
 )
 
 // MaxSize bounds a keyset document in every store: a keyset holds a

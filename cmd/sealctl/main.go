@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -26,11 +27,16 @@ import (
 	_ "github.com/stateseal/stateseal/backends/vault"
 
 	// Every keyset store, so that --keyset takes any store's URL.
-	_ "github.com/stateseal/stateseal/stores/redis"
+	"github.com/stateseal/stateseal/stores/redis"
 	_ "github.com/stateseal/stateseal/stores/vaultkv"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() {
+	// go-redis's own lines (a failed dial, a Sentinel switch) as records on
+	// stderr, never on stdout, which carries sealctl's output.
+	redis.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
 
 // usageError marks errors in how the command was called.
 type usageError struct{ error }

@@ -102,7 +102,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logRedis(log)
+	redis.SetLogger(log) // go-redis's own lines as the gateway's JSON records
 	g, err := newGateway(c, log)
 	if err != nil {
 		return err

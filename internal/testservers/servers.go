@@ -148,15 +148,13 @@ func StartRedisAuth(t testing.TB, password string) *Redis { return startRedis(t,
 
 func startRedis(t testing.TB, password string) *Redis {
 	t.Helper()
-	bin := findBinary(t, RedisBinary)
-	port := FreePort(t)
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
+	var args []string
 	if password != "" {
 		args = append(args, "--requirepass", password)
 	}
-	p := start(t, "redis", bin, port, nil, args...)
-	return &Redis{Process: p, Password: password}
+	r := startRedisArgs(t, args...)
+	r.Password = password
+	return r
 }
 
 // StartRedisVolatile starts redis-server on loopback without persistence,

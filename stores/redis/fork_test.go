@@ -107,9 +107,18 @@ func TestForkAfterFailover(t *testing.T) {
 		return n == 1
 	})
 	// The link breaks; the primary takes a write the replica never sees.
+	// (While the primary still counts the replica connected, the store
+	// refuses the write: it WAITs for it. With min_replicas=1 it would
+	// refuse it after too.)
 	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
+	pc := goredis.NewClient(&goredis.Options{Addr: primary.Addr()})
+	defer pc.Close()
+	testkit.WaitFor(t, "the primary to count no replica", func() bool {
+		info, _ := pc.Info(ctx, "replication").Result()
+		return strings.Contains(info, "connected_slaves:0")
+	})
 	if _, err := rotation.Rotate(ctx, loc, nil, o); err != nil {
 		t.Fatal(err)
 	}

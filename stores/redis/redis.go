@@ -20,7 +20,20 @@
 // many times, and how far apart, one connection is dialed). An unknown
 // parameter is refused. Durations are Go durations (300ms) or whole
 // seconds; max_retries=-1 turns retries off. Every command is also bounded
-// by its context's deadline.
+// by its context's deadline. A Cluster URL (several addr=, no master=)
+// also takes cluster_state_reload_interval (how old go-redis's slot map
+// may get: 60 s by default, 1s is what a fleet wants), max_redirects,
+// route_by_latency and route_randomly; a Sentinel URL (master=)
+// sentinel_username and sentinel_password, for sentinels that require a
+// password of their own (the URL's credentials are the Redis servers').
+//
+// A write is acknowledged only once durable on the primary's replicas
+// (Write: WAIT after the script, on the same connection). min_replicas=N
+// is the number it needs (1 behind Sentinel, 0 otherwise, by default),
+// wait_timeout=D how long it waits (2s); a write that cannot be made
+// durable fails with stores.ErrNotDurable. Stores opened from URLs that
+// differ only in key=, min_replicas= and wait_timeout= share one client,
+// and their watches one subscription.
 //
 // The keyset lives in one hash, NAME, with its document ("doc") and a
 // write counter ("rev"). The store's revision is derived from both: the
@@ -51,6 +64,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -72,8 +86,10 @@ func init() {
 }
 
 // Opener returns an opener for redis URLs. With a nil client (what
-// stores.Default has), each store makes a client of its own from its URL,
-// and its Close closes it. With a client the caller made, every URL uses
+// stores.Default has), stores opened from URLs that differ only in key=,
+// min_replicas= and wait_timeout= share one client (one pool, and one
+// subscription per channel for Watch), made from the first URL and
+// closed when the last of them is closed. With a client the caller made, every URL uses
 // it (New): only the key comes from the URL, and the stores' Close leaves
 // the client open.
 func Opener(client goredis.UniversalClient) stores.Opener {
@@ -84,10 +100,13 @@ func Opener(client goredis.UniversalClient) stores.Opener {
 
 // A Store is a keyset in a Redis hash.
 type Store struct {
-	client goredis.UniversalClient
-	key    string
-	name   string
-	own    bool // the store made client from its URL
+	client      goredis.UniversalClient
+	key         string
+	name        string
+	own         *shared // the client the store shares from its URL, or nil
+	closed      sync.Once
+	minReplicas int
+	waitTimeout time.Duration
 }
 
 var (
@@ -101,22 +120,39 @@ var (
 // connections; a client given to New or Opener is its owner's to close.
 // The store is not used after Close.
 func (s *Store) Close() error {
-	if s.own {
-		return s.client.Close()
+	var err error
+	if s.own != nil {
+		s.closed.Do(func() { err = s.own.release() })
 	}
-	return nil
+	return err
 }
 
-// Options configure a store built by New. There are none yet; nil is the
-// value to pass.
-type Options struct{}
+// Options configure a store built by New; nil means the defaults.
+type Options struct {
+	// MinReplicas is the number of replicas a write must reach: a
+	// primary with fewer connected refuses it before making it, and a
+	// write fewer acknowledge is refused (stores.ErrNotDurable). 0, the
+	// default, requires none but still waits for every replica the
+	// primary has connected (Write).
+	MinReplicas int
+	// WaitTimeout bounds the wait for the replicas' acknowledgement;
+	// 0 means DefaultWaitTimeout.
+	WaitTimeout time.Duration
+}
 
 // New returns the store for the keyset in the hash key, through client,
 // which the caller made and owns (a *redis.Client, ClusterClient or a
 // Sentinel failover client): the store's Close leaves it open. o may be
 // nil.
 func New(client goredis.UniversalClient, key string, o *Options) *Store {
-	return &Store{client: client, key: key, name: "redis key " + key}
+	s := &Store{client: client, key: key, name: "redis key " + key, waitTimeout: DefaultWaitTimeout}
+	if o != nil {
+		s.minReplicas = o.MinReplicas
+		if o.WaitTimeout > 0 {
+			s.waitTimeout = o.WaitTimeout
+		}
+	}
+	return s
 }
 
 func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
@@ -126,15 +162,46 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 	if key == "" {
 		return nil, fmt.Errorf("redis: %s names no key (add ?key=NAME)", name)
 	}
-	own := client == nil
-	if own {
-		o, err := options(u)
-		if err != nil {
+	so, err := storeOptions(q)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %s: %w", name, err)
+	}
+	var own *shared
+	if client == nil {
+		if own, err = acquire(u); err != nil {
 			return nil, fmt.Errorf("redis: %s: %w", name, err)
 		}
-		client = goredis.NewUniversalClient(o)
+		client = own.client
 	}
-	return &Store{client: client, key: key, name: name, own: own}, nil
+	s := New(client, key, so)
+	s.name, s.own = name, own
+	return s, nil
+}
+
+// storeOptions reads the store's own write parameters. Behind Sentinel
+// (master=) a write needs one replica by default: a primary that lost
+// its replicas (one the sentinels are demoting, say) would otherwise
+// acknowledge writes its successor never sees.
+func storeOptions(q url.Values) (*Options, error) {
+	o := &Options{}
+	if q.Get("master") != "" {
+		o.MinReplicas = 1
+	}
+	if v := q.Get("min_replicas"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("min_replicas=%q: want a count of replicas, 0 or more", v)
+		}
+		o.MinReplicas = n
+	}
+	if v := q.Get("wait_timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("wait_timeout=%q: want a positive duration such as 500ms", v)
+		}
+		o.WaitTimeout = d
+	}
+	return o, nil
 }
 
 // NewClient returns a client for a redis:// or rediss:// URL read the way
@@ -146,16 +213,68 @@ func NewClient(rawURL string) (goredis.UniversalClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: URL %s does not parse", redact.URL(rawURL))
 	}
-	o, err := options(u)
+	c, err := newClient(u)
 	if err != nil {
 		return nil, fmt.Errorf("redis: %s: %w", redact.URL(rawURL), err)
 	}
-	return goredis.NewUniversalClient(o), nil
+	return c, nil
 }
+
+// newClient makes the client a URL names: a Cluster client (with the
+// URL's cluster parameters) for several addresses and no master=, else
+// what redis.NewUniversalClient makes.
+func newClient(u *url.URL) (goredis.UniversalClient, error) {
+	o, err := options(u)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	cluster := len(o.Addrs) > 1 && o.MasterName == ""
+	var reload time.Duration
+	for _, k := range clusterParams {
+		if q.Has(k) && !cluster {
+			return nil, fmt.Errorf("%s is for a Cluster (several addr= and no master=)", k)
+		}
+	}
+	if v := q.Get("cluster_state_reload_interval"); v != "" {
+		if reload, err = time.ParseDuration(v); err != nil || reload <= 0 {
+			return nil, fmt.Errorf("cluster_state_reload_interval=%q: want a positive duration such as 1s", v)
+		}
+	}
+	if v := q.Get("max_redirects"); v != "" {
+		if o.MaxRedirects, err = strconv.Atoi(v); err != nil || o.MaxRedirects < -1 {
+			return nil, fmt.Errorf("max_redirects=%q: want a count (-1: none)", v)
+		}
+	}
+	for k, p := range map[string]*bool{"route_by_latency": &o.RouteByLatency, "route_randomly": &o.RouteRandomly} {
+		if v := q.Get(k); v != "" {
+			if *p, err = strconv.ParseBool(v); err != nil {
+				return nil, fmt.Errorf("%s=%q: want true or false", k, v)
+			}
+		}
+	}
+	for _, k := range []string{"sentinel_username", "sentinel_password"} {
+		if q.Has(k) && o.MasterName == "" {
+			return nil, fmt.Errorf("%s is for Sentinel (master=)", k)
+		}
+	}
+	o.SentinelUsername, o.SentinelPassword = q.Get("sentinel_username"), q.Get("sentinel_password")
+	if !cluster {
+		return goredis.NewUniversalClient(o), nil
+	}
+	co := o.Cluster()
+	co.ClusterStateReloadInterval = reload
+	return goredis.NewClusterClient(co), nil
+}
+
+// clusterParams are the Cluster client's parameters the URL may set.
+var clusterParams = []string{"cluster_state_reload_interval", "max_redirects", "route_by_latency", "route_randomly"}
 
 // ours are the parameters the store reads itself; every other one goes to
 // go-redis's ParseURL, which refuses those it does not know.
-var ours = map[string]bool{"key": true, "addr": true, "master": true, "dialer_retries": true, "dialer_retry_timeout": true}
+var ours = map[string]bool{"key": true, "addr": true, "master": true, "dialer_retries": true, "dialer_retry_timeout": true,
+	"min_replicas": true, "wait_timeout": true, "cluster_state_reload_interval": true, "max_redirects": true,
+	"route_by_latency": true, "route_randomly": true, "sentinel_username": true, "sentinel_password": true}
 
 func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	q := u.Query()
@@ -170,7 +289,7 @@ func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	o, err := goredis.ParseURL(base.String())
 	if err != nil {
 		if strings.Contains(err.Error(), "unexpected option") {
-			return nil, fmt.Errorf("%w (this store reads key, addr, master, dialer_retries, dialer_retry_timeout; go-redis the others: see docs/FLEET.md)", err)
+			return nil, fmt.Errorf("%w (this store reads key, addr, master, dialer_retries, dialer_retry_timeout, min_replicas, wait_timeout, for a Cluster cluster_state_reload_interval, max_redirects, route_by_latency, route_randomly, for Sentinel sentinel_username, sentinel_password; go-redis the others: see docs/FLEET.md)", err)
 		}
 		return nil, err
 	}
@@ -280,7 +399,10 @@ var maxSize = strconv.Itoa(stores.MaxSize)
 // Read returns the document and its revision. A document over
 // stores.MaxSize is refused inside Redis, before it is sent.
 func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
-	v, err := read.Run(ctx, s.client, []string{s.key}, maxSize).Slice()
+	a, err := coalesced(ctx, flightKey{s.client, s.key, "read"}, func(ctx context.Context) (any, error) {
+		return read.Run(ctx, s.client, []string{s.key}, maxSize).Slice()
+	})
+	v, _ := a.([]any)
 	if errors.Is(err, goredis.Nil) {
 		return nil, "", fmt.Errorf("%s: %w", s.name, stores.ErrNotFound)
 	}
@@ -300,62 +422,11 @@ func (s *Store) Read(ctx context.Context) ([]byte, string, error) {
 // size. It changes whenever the document does, even if whoever changed it
 // left the counter alone.
 func (s *Store) Revision(ctx context.Context) (string, error) {
-	rev, err := revision.Run(ctx, s.client, []string{s.key}, maxSize).Text()
+	a, err := coalesced(ctx, flightKey{s.client, s.key, "revision"}, func(ctx context.Context) (any, error) {
+		return revision.Run(ctx, s.client, []string{s.key}, maxSize).Text()
+	})
 	if err != nil {
 		return "", s.failed("revision", err)
 	}
-	return rev, nil
-}
-
-// Write replaces the document if the revision is still rev ("": no
-// document yet).
-func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, error) {
-	if len(data) > stores.MaxSize {
-		return "", stores.TooLarge(s.name, int64(len(data)))
-	}
-	next, err := cas.Run(ctx, s.client, []string{s.key}, maxSize, string(data), rev, s.Channel()).Text()
-	if err != nil {
-		return "", s.failed("write", err)
-	}
-	return next, nil
-}
-
-// Watch signals every write announced on the channel. It returns once
-// Redis has confirmed the subscription (or failed to, within five
-// seconds), so that a write made after it returns is signalled. The
-// subscription reconnects by itself after a drop; writes made meanwhile
-// are not announced, which is why loaders poll too.
-func (s *Store) Watch(ctx context.Context) <-chan struct{} {
-	out := make(chan struct{}, 1)
-	sub := s.client.Subscribe(ctx, s.Channel())
-	// Wait for Redis to confirm the subscription, so that a caller that
-	// reads the keyset after Watch returns misses no change in between.
-	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err := sub.Receive(c)
-	cancel()
-	if err != nil {
-		sub.Close()
-		close(out) // polling carries on
-		return out
-	}
-	go func() {
-		defer close(out)
-		defer sub.Close()
-		msgs := sub.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-msgs:
-				if !ok {
-					return
-				}
-				select {
-				case out <- struct{}{}:
-				default: // a signal is pending already
-				}
-			}
-		}
-	}()
-	return out
+	return a.(string), nil
 }

@@ -1,0 +1,308 @@
+package testservers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// SentinelMaster is the name the sentinels of StartRedisSentinel monitor.
+const SentinelMaster = "stateseal"
+
+// A RedisSentinel is a primary, a replica and three sentinels, all on
+// loopback, each Redis with an append-only file synced on every write.
+// Which of Nodes is the primary changes with a failover.
+type RedisSentinel struct {
+	t         testing.TB
+	Nodes     []*Redis // the primary first, when started
+	Sentinels []*Process
+}
+
+// StartRedisSentinel starts the topology and waits until the sentinels
+// know the replica and each other (a failover can then elect a leader).
+func StartRedisSentinel(t testing.TB) *RedisSentinel {
+	t.Helper()
+	bin := findBinary(t, RedisBinary)
+	s := &RedisSentinel{t: t}
+	primary := startRedis(t, "")
+	replica := startRedisArgs(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	s.Nodes = []*Redis{primary, replica}
+	for range 3 {
+		dir := t.TempDir()
+		port := FreePort(t)
+		conf := filepath.Join(dir, "sentinel.conf")
+		// Short timeouts so that a test's failover takes seconds: a
+		// primary is down after 1 s without an answer.
+		os.WriteFile(conf, fmt.Appendf(nil, `port %d
+bind 127.0.0.1
+dir %s
+sentinel monitor %s 127.0.0.1 %d 2
+sentinel down-after-milliseconds %s 1000
+sentinel failover-timeout %s 5000
+sentinel parallel-syncs %s 1
+`, port, dir, SentinelMaster, primary.Port, SentinelMaster, SentinelMaster, SentinelMaster), 0o600)
+		s.Sentinels = append(s.Sentinels, start(t, "redis-sentinel", bin, port, nil, conf, "--sentinel"))
+	}
+	s.waitReady(primary.Addr())
+	return s
+}
+
+// SentinelAddrs are the sentinels' addresses.
+func (s *RedisSentinel) SentinelAddrs() []string {
+	var a []string
+	for _, p := range s.Sentinels {
+		a = append(a, p.Addr())
+	}
+	return a
+}
+
+// URL is a store URL for the topology: the first sentinel's address,
+// the others as addr=, and master=; query is added ("key=K", say).
+func (s *RedisSentinel) URL(query string) string {
+	a := s.SentinelAddrs()
+	u := fmt.Sprintf("redis://%s/0?master=%s&addr=%s&addr=%s", a[0], SentinelMaster, a[1], a[2])
+	if query != "" {
+		u += "&" + query
+	}
+	return u
+}
+
+// Primary returns the node every sentinel names as the primary.
+func (s *RedisSentinel) Primary() *Redis {
+	s.t.Helper()
+	addr := s.masterAddr()
+	for _, n := range s.Nodes {
+		if n.Addr() == addr {
+			return n
+		}
+	}
+	s.t.Fatalf("the sentinels name %s, none of the nodes", addr)
+	return nil
+}
+
+// masterAddr asks each sentinel for the primary and returns it once all
+// three agree ("" if they do not).
+func (s *RedisSentinel) masterAddr() string {
+	seen := ""
+	for _, p := range s.Sentinels {
+		c := goredis.NewSentinelClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		a, err := c.GetMasterAddrByName(ctx, SentinelMaster).Result()
+		cancel()
+		c.Close()
+		if err != nil || len(a) != 2 {
+			return ""
+		}
+		addr := a[0] + ":" + a[1]
+		if seen != "" && seen != addr {
+			return ""
+		}
+		seen = addr
+	}
+	return seen
+}
+
+// waitReady waits until every sentinel names primary, sees the replica and
+// the two other sentinels, and the replica's link is up.
+func (s *RedisSentinel) waitReady(primary string) {
+	s.t.Helper()
+	waitLong(s.t, 60*time.Second, "the sentinel topology to be ready", func() bool {
+		if s.masterAddr() != primary {
+			return false
+		}
+		for _, p := range s.Sentinels {
+			c := goredis.NewSentinelClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1})
+			m, err := c.Master(context.Background(), SentinelMaster).Result()
+			c.Close()
+			if err != nil || m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" || strings.Contains(m["flags"], "down") {
+				return false
+			}
+		}
+		for _, n := range s.Nodes {
+			if n.Addr() != primary && !linkUp(n) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Failover makes the sentinels promote the replica (SENTINEL FAILOVER) and
+// waits until the old primary follows the new one.
+func (s *RedisSentinel) Failover() {
+	s.t.Helper()
+	old := s.Primary()
+	c := goredis.NewSentinelClient(&goredis.Options{Addr: s.Sentinels[0].Addr()})
+	defer c.Close()
+	if err := c.Failover(context.Background(), SentinelMaster).Err(); err != nil {
+		s.t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	waitLong(s.t, 60*time.Second, "the failover", func() bool {
+		a := s.masterAddr()
+		return a != "" && a != old.Addr()
+	})
+	s.waitReady(s.masterAddr())
+}
+
+// KillPrimary kills the primary (SIGKILL) and returns it, stopped, with
+// its append-only file kept; WaitPromoted waits for the sentinels to
+// promote the replica, Restart brings the old primary back (it rejoins as
+// a replica once the sentinels reconfigure it).
+func (s *RedisSentinel) KillPrimary() *Redis {
+	s.t.Helper()
+	p := s.Primary()
+	p.Stop()
+	return p
+}
+
+// WaitPromoted waits until the sentinels name a primary other than old.
+func (s *RedisSentinel) WaitPromoted(old *Redis) {
+	s.t.Helper()
+	waitLong(s.t, 60*time.Second, "the sentinels to promote the replica", func() bool {
+		a := s.masterAddr()
+		return a != "" && a != old.Addr()
+	})
+}
+
+// Rejoin starts old again and waits until it follows the new primary.
+func (s *RedisSentinel) Rejoin(old *Redis) {
+	s.t.Helper()
+	old.Start()
+	s.waitReady(s.masterAddr())
+}
+
+func linkUp(n *Redis) bool {
+	c := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "replication").Result()
+	return err == nil && strings.Contains(info, "master_link_status:up")
+}
+
+// startRedisArgs starts a persistent redis-server as StartRedis does,
+// with more options.
+func startRedisArgs(t testing.TB, args ...string) *Redis {
+	t.Helper()
+	bin := findBinary(t, RedisBinary)
+	port := FreePort(t)
+	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}, args...)
+	return &Redis{Process: start(t, "redis", bin, port, nil, args...)}
+}
+
+// A RedisCluster is three masters with one replica each, on loopback.
+type RedisCluster struct {
+	t     testing.TB
+	Nodes []*Redis
+}
+
+// StartRedisCluster starts six nodes (a node is down after 1 s without an
+// answer: cluster-node-timeout), joins them with redis-cli --cluster
+// create, and waits until every node reports the cluster ok.
+func StartRedisCluster(t testing.TB) *RedisCluster {
+	t.Helper()
+	cli := findBinary(t, "redis-cli")
+	c := &RedisCluster{t: t}
+	var addrs []string
+	for range 6 {
+		// The bus port is chosen too: port+10000 may be taken or past 65535.
+		n := startRedisArgs(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+			"--cluster-port", strconv.Itoa(FreePort(t)), "--cluster-config-file", "nodes.conf")
+		c.Nodes = append(c.Nodes, n)
+		addrs = append(addrs, n.Addr())
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.WaitOK()
+	return c
+}
+
+// Addrs are the nodes' addresses.
+func (c *RedisCluster) Addrs() []string {
+	var a []string
+	for _, n := range c.Nodes {
+		a = append(a, n.Addr())
+	}
+	return a
+}
+
+// URL is a store URL for the cluster: the first node's address and the
+// others as addr=; query is added.
+func (c *RedisCluster) URL(query string) string {
+	a := c.Addrs()
+	u := "redis://" + a[0] + "/0?addr=" + strings.Join(a[1:], "&addr=")
+	if query != "" {
+		u += "&" + query
+	}
+	return u
+}
+
+// WaitOK waits until every running node reports cluster_state:ok and
+// every slot served, and every running replica's link to its master is up
+// (a replica that never synced cannot take over).
+func (c *RedisCluster) WaitOK() {
+	c.t.Helper()
+	waitLong(c.t, 60*time.Second, "the cluster to be ok", func() bool {
+		for _, n := range c.Nodes {
+			if n.cmd == nil {
+				continue
+			}
+			cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+			info, err := cl.ClusterInfo(context.Background()).Result()
+			repl, err2 := cl.Info(context.Background(), "replication").Result()
+			cl.Close()
+			if err != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+				return false
+			}
+			if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// MasterFor returns the node that serves key as a master: the master
+// that answers EXISTS key instead of redirecting it (MOVED).
+func (c *RedisCluster) MasterFor(key string) *Redis {
+	c.t.Helper()
+	for _, n := range c.Nodes {
+		if n.cmd == nil {
+			continue
+		}
+		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+		role, err := cl.Do(context.Background(), "ROLE").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			err = cl.Exists(context.Background(), key).Err()
+		}
+		cl.Close()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			return n
+		}
+	}
+	c.t.Fatalf("no master serves %s", key)
+	return nil
+}
+
+// waitLong is testkit.WaitFor with a longer bound, for topologies that
+// take seconds to converge (testkit imports nothing of ours either way).
+func waitLong(t testing.TB, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

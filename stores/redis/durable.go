@@ -1,0 +1,112 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stateseal/stateseal/stores"
+)
+
+// DefaultWaitTimeout is how long a write waits, by default, for the
+// primary's replicas to acknowledge it (wait_timeout=).
+const DefaultWaitTimeout = 2 * time.Second
+
+// Write replaces the document if the revision is still rev ("": no
+// document yet), and reports success only once it is on every replica
+// the primary had connected when the write began, and on at least
+// MinReplicas (min_replicas=): the script runs on a connection pinned to
+// the key's primary, followed there by WAIT. A single Redis, with no
+// replica, needs no WAIT.
+//
+// A primary with fewer than MinReplicas replicas connected refuses the
+// write before making it (stores.ErrNotDurable, "nothing was written").
+// A write the replicas did not acknowledge within WaitTimeout is also
+// refused with stores.ErrNotDurable, but it was made on the primary: it
+// may survive or be lost in a failover, so read the store again before
+// the next edit (a compare-and-swap edit does so anyway).
+//
+// WAIT confirms the replicas hold the write in memory; their disk is
+// their appendfsync's business (docs/FLEET.md, "Running the stores at
+// scale").
+func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, error) {
+	if len(data) > stores.MaxSize {
+		return "", stores.TooLarge(s.name, int64(len(data)))
+	}
+	next, err := s.write(ctx, data, rev)
+	if cc, ok := s.client.(*goredis.ClusterClient); ok && err != nil && moved(err) {
+		// The slot map was stale (a master died or slots moved): the
+		// script did not run. Reload it once and try again.
+		cc.ReloadState(ctx)
+		next, err = s.write(ctx, data, rev)
+	}
+	return next, err
+}
+
+func moved(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "MOVED ") || strings.Contains(msg, "ASK ") || strings.Contains(msg, "CLUSTERDOWN")
+}
+
+func (s *Store) write(ctx context.Context, data []byte, rev string) (string, error) {
+	cn, err := s.pinned(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%s: write: %w", s.name, err)
+	}
+	defer cn.Close()
+	replicas, err := connectedReplicas(ctx, cn)
+	if err != nil {
+		return "", fmt.Errorf("%s: write: %w; nothing was written", s.name, err)
+	}
+	if replicas < s.minReplicas {
+		return "", fmt.Errorf("%s: %w: the primary has %d replicas connected and the store requires %d (min_replicas); nothing was written", s.name, stores.ErrNotDurable, replicas, s.minReplicas)
+	}
+	next, err := cas.Run(ctx, cn, []string{s.key}, maxSize, string(data), rev, s.Channel()).Text()
+	if err != nil {
+		return "", s.failed("write", err)
+	}
+	if replicas == 0 {
+		return next, nil
+	}
+	acked, err := cn.Wait(ctx, replicas, s.waitTimeout).Result()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: the write was made on the primary but WAIT failed (%v): it may be lost in a failover; read the keyset again", s.name, stores.ErrNotDurable, err)
+	}
+	if int(acked) < replicas {
+		return "", fmt.Errorf("%s: %w: the write was made on the primary but %d of its %d replicas acknowledged it within %v (wait_timeout): it may be lost in a failover; read the keyset again", s.name, stores.ErrNotDurable, acked, replicas, s.waitTimeout)
+	}
+	return next, nil
+}
+
+// pinned returns one connection to the key's primary: WAIT counts the
+// replicas that acknowledged the writes of its own connection.
+func (s *Store) pinned(ctx context.Context) (*goredis.Conn, error) {
+	switch c := s.client.(type) {
+	case *goredis.ClusterClient:
+		m, err := c.MasterForKey(ctx, s.key)
+		if err != nil {
+			return nil, err
+		}
+		return m.Conn(), nil
+	case *goredis.Client: // a single Redis, or a Sentinel failover client
+		return c.Conn(), nil
+	}
+	return nil, fmt.Errorf("a %T cannot pin a connection to the primary, which WAIT needs: pass a *redis.Client, a failover client or a *redis.ClusterClient", s.client)
+}
+
+// connectedReplicas is the number of replicas ROLE lists on a primary.
+func connectedReplicas(ctx context.Context, cn *goredis.Conn) (int, error) {
+	role, err := cn.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		return 0, fmt.Errorf("ROLE: %w", err)
+	}
+	if len(role) < 3 || role[0] != "master" {
+		return 0, errors.New("the node is not a primary (a failover under way?)")
+	}
+	list, _ := role[2].([]any)
+	return len(list), nil
+}
