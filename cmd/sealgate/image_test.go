@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -5,7 +7,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,9 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -156,60 +155,4 @@ func TestImageBinary(t *testing.T) {
 	if resp.StatusCode != 200 || got.Result.RequestState == "" || got.Result.RequestState == "plain" {
 		t.Fatalf("a call through the image's binary: %d %s", resp.StatusCode, body)
 	}
-}
-
-var imageBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// imageBinary builds sealgate once, with cmd/sealgate/Dockerfile's RUN
-// line, word for word, and returns its path: what the image runs, and
-// what the tests of whole processes run.
-//
-// SEALGATE_TEST_BINARY names another binary instead, to run the cases
-// against an older build (what they found before the fixes).
-func imageBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("SEALGATE_TEST_BINARY"); p != "" {
-		return p
-	}
-	imageBin.once.Do(func() {
-		df, err := os.ReadFile("Dockerfile")
-		if err != nil {
-			imageBin.err = err
-			return
-		}
-		m := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*) ./cmd/sealgate$`).FindSubmatch(df)
-		if m == nil {
-			imageBin.err = errors.New("Dockerfile: no RUN CGO_ENABLED=0 go build ... ./cmd/sealgate line")
-			return
-		}
-		d, err := os.MkdirTemp("", "sealgate-image")
-		if err != nil {
-			imageBin.err = err
-			return
-		}
-		imageBin.path = filepath.Join(d, "sealgate")
-		words := strings.Fields(string(m[1]))
-		var args []string
-		for i := 2; i < len(words); i++ { // after CGO_ENABLED=0 go
-			if words[i] == "-o" {
-				args = append(args, "-o", imageBin.path)
-				i++
-				continue
-			}
-			args = append(args, words[i])
-		}
-		build := exec.Command("go", append(args, ".")...)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			imageBin.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	})
-	if imageBin.err != nil {
-		t.Fatal(imageBin.err)
-	}
-	return imageBin.path
 }
