@@ -59,7 +59,9 @@ type Gateway struct {
 	// gateway reads: docs/GATEWAY.md, "What the gateway refuses".
 	PassThrough []string
 	// Transport reaches the upstreams; nil means a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport that keeps 256 idle connections to each
+	// upstream (the default's 2 would have it dial for most requests
+	// under load).
 	Transport http.RoundTripper
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -97,7 +99,7 @@ func (g *Gateway) init() {
 	g.once.Do(func() {
 		t := g.Transport
 		if t == nil {
-			t = http.DefaultTransport.(*http.Transport).Clone()
+			t = defaultTransport()
 		}
 		g.proxy = &httputil.ReverseProxy{
 			Rewrite:        g.rewrite,
