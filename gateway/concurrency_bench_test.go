@@ -36,7 +36,7 @@ import (
 // few hundred flows each, same clients, same level); the gateway's
 // flows/s and CPU-µs/flow count its own turns only.
 //
-//	go test -run '^$' -bench Concurrency -benchtime 4000x -count 5 ./gateway
+//	go test -run '^$' -bench Concurrency -benchtime 3000x -count 5 ./gateway
 func BenchmarkConcurrency(b *testing.B) {
 	for _, kind := range []string{"direct", "proxy", "gateway"} {
 		b.Run(kind, func(b *testing.B) {
