@@ -79,7 +79,9 @@ type Gateway struct {
 	// gateway reads: docs/GATEWAY.md, "What the gateway refuses".
 	PassThrough []string
 	// Transport reaches the upstreams; nil means a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport that keeps 256 idle connections to each
+	// upstream (the default's 2 would have it dial for most requests
+	// under load).
 	Transport http.RoundTripper
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -125,7 +127,7 @@ func (g *Gateway) init() {
 	g.once.Do(func() {
 		g.transport = g.Transport
 		if g.transport == nil {
-			g.transport = http.DefaultTransport.(*http.Transport).Clone()
+			g.transport = defaultTransport()
 		}
 		g.ups = make([]upstreamState, len(g.Upstreams))
 		g.known = map[string]bool{}

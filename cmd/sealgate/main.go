@@ -247,6 +247,7 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = c.UpstreamTimeout
 	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns = 0 // the default's 100 in all would cap one upstream below 256
 	g.Transport = t
 	return g, nil
 }
