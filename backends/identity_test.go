@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"github.com/stateseal/stateseal/internal/testkit"
 	"strings"
 	"testing"
 )
@@ -48,7 +49,7 @@ func TestIdentity(t *testing.T) {
 	}
 	// Identity is idempotent.
 	for _, in := range []string{"awskms://k?region=r&endpoint=e", "gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k?endpoint=e&insecure=1"} {
-		once, _ := Identity(in)
+		once := testkit.Must(Identity(in))
 		if twice, err := Identity(once); err != nil || twice != once {
 			t.Errorf("Identity(Identity(%q)) = %q, %v; want %q", in, twice, err, once)
 		}

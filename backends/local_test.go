@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ func TestLocalFile(t *testing.T) {
 	if err := GenerateLocal(path); err != nil {
 		t.Fatal(err)
 	}
-	fi, _ := os.Stat(path)
+	fi := testkit.Must(os.Stat(path))
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("KEK file mode %v, want 0600", fi.Mode().Perm())
 	}
@@ -52,7 +53,7 @@ func TestLocalEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := k.Wrap(ctx, []byte("x"), nil)
+	w := testkit.Must(k.Wrap(ctx, []byte("x"), nil))
 	if _, err := k.Unwrap(ctx, w, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +65,9 @@ func TestLocalEnv(t *testing.T) {
 func TestLocalUnwrapRejects(t *testing.T) {
 	t.Setenv("K1", NewLocalKey())
 	t.Setenv("K2", NewLocalKey())
-	k1, _ := Open(ctx, "local://env/K1", nil)
-	k2, _ := Open(ctx, "local://env/K2", nil)
-	w, _ := k1.Wrap(ctx, bytes.Repeat([]byte{7}, 32), []byte("keyset-a\x00key-1"))
+	k1 := testkit.Must(Open(ctx, "local://env/K1", nil))
+	k2 := testkit.Must(Open(ctx, "local://env/K2", nil))
+	w := testkit.Must(k1.Wrap(ctx, bytes.Repeat([]byte{7}, 32), []byte("keyset-a\x00key-1")))
 	cases := map[string]func() ([]byte, error){
 		"other associated data": func() ([]byte, error) { return k1.Unwrap(ctx, w, []byte("keyset-a\x00key-2")) },
 		"other KEK":             func() ([]byte, error) { return k2.Unwrap(ctx, w, []byte("keyset-a\x00key-1")) },
@@ -92,8 +93,8 @@ func TestLocalUnwrapRejects(t *testing.T) {
 
 func TestLocalBadSources(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "junk"), []byte("not a key\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "short"), []byte("stateseal-kek-v1:AAAA\n"), 0o600)
+	testkit.Check(os.WriteFile(filepath.Join(dir, "junk"), []byte("not a key\n"), 0o600))
+	testkit.Check(os.WriteFile(filepath.Join(dir, "short"), []byte("stateseal-kek-v1:AAAA\n"), 0o600))
 	for _, u := range []string{
 		"local:junk", "local:short", "local:missing",
 		"local://host/x", "local:", "local:x?y=1", "local:x#frag", "local://user@env/X",

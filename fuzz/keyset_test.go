@@ -13,6 +13,7 @@ import (
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/localkek"
 	"github.com/stateseal/stateseal/internal/redact"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyset"
 )
 
@@ -45,7 +46,7 @@ func FuzzParseKeyset(f *testing.F) {
 				Document string `json:"document"`
 			} `json:"vectors"`
 		}
-		json.Unmarshal(b, &vf)
+		testkit.Check(json.Unmarshal(b, &vf))
 		for _, v := range vf.Vectors {
 			f.Add([]byte(v.Document))
 		}
@@ -63,7 +64,7 @@ func FuzzParseKeyset(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a marshalled keyset does not parse: %v\n%s", err, out)
 		}
-		out2, _ := again.Marshal()
+		out2 := testkit.Must(again.Marshal())
 		if !bytes.Equal(out, out2) {
 			t.Fatalf("keyset changed through a write and a read:\n%s\n%s", out, out2)
 		}

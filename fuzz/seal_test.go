@@ -28,7 +28,7 @@ func sealers(t testing.TB) []*seal.Sealer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ring, _ := keyring.NewRing(snap)
+		ring := testkit.Must(keyring.NewRing(snap))
 		s, err := seal.New(ring, &seal.Options{Now: func() time.Time { return t0 }})
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -22,11 +23,11 @@ import (
 type cannedUpstream struct{}
 
 func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
-	b, _ := io.ReadAll(r.Body)
+	b := testkit.Must(io.ReadAll(r.Body))
 	r.Body.Close()
 	var msg map[string]any
-	json.Unmarshal(b, &msg)
-	res, _ := json.Marshal(result(msg, stateResult(msg)))
+	testkit.Check(json.Unmarshal(b, &msg))
+	res := testkit.Must(json.Marshal(result(msg, stateResult(msg))))
 	body := "event: message\ndata: " + string(res) + "\n\n"
 	return &http.Response{StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Request: r,
 		Header:        http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache, no-transform"}},
@@ -35,7 +36,7 @@ func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func benchFlow(b *testing.B, h http.Handler) {
-	first, _ := json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", map[string]any{"seats": 2}, ""))
+	first := testkit.Must(json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", map[string]any{"seats": 2}, "")))
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
@@ -44,9 +45,9 @@ func benchFlow(b *testing.B, h http.Handler) {
 		h.ServeHTTP(rec, req)
 		data := sseData(rec.Body.Bytes())
 		var m map[string]any
-		json.Unmarshal([]byte(data[0]), &m)
+		testkit.Check(json.Unmarshal([]byte(data[0]), &m))
 		state := m["result"].(map[string]any)["requestState"].(string)
-		second, _ := json.Marshal(rpcCall(2, mrtr.MethodCallTool, "book", map[string]any{"seats": 2}, state))
+		second := testkit.Must(json.Marshal(rpcCall(2, mrtr.MethodCallTool, "book", map[string]any{"seats": 2}, state)))
 		rec = httptest.NewRecorder()
 		req = httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(second))
 		req.Header.Set("Content-Type", "application/json")
@@ -69,8 +70,8 @@ func BenchmarkPlainProxyFlow(b *testing.B) {
 }
 
 func BenchmarkGatewayFlow(b *testing.B) {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	st, _ := newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	st := testkit.Must(newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}}))
 	g := &Gateway{Upstreams: []*url.URL{benchUpstream}, Principal: Anonymous{}, BindSession: true, MaxRequestBytes: 8 << 20,
 		MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: 0, Transport: cannedUpstream{},
 		Logger: slog.New(slog.DiscardHandler)}
@@ -82,9 +83,9 @@ func BenchmarkGatewayFlow(b *testing.B) {
 // without HTTP: reading both requests, rewriting both SSE responses (one
 // seal, one open), as the go-sdk example server's messages look.
 func BenchmarkGatewayWork(b *testing.B) {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	st, _ := newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
-	u, _ := url.Parse("http://upstream.invalid")
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	st := testkit.Must(newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}}))
+	u := testkit.Must(url.Parse("http://upstream.invalid"))
 	g := &Gateway{Upstreams: []*url.URL{u}, Principal: Anonymous{}, BindSession: true, MaxEventBytes: 4 << 20, Logger: slog.New(slog.DiscardHandler)}
 	g.SetStates(st)
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"fleet","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
@@ -98,7 +99,7 @@ func BenchmarkGatewayWork(b *testing.B) {
 			b.Fatal(ref.rpcError)
 		}
 		body := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex)
-		out, _ := io.ReadAll(body)
+		out := testkit.Must(io.ReadAll(body))
 		body.Close()
 		return out
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
 )
 
@@ -46,7 +47,7 @@ func TestRequestBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b := testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"code":-32600`)) || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a fifth body: HTTP %d %s", resp.StatusCode, b)

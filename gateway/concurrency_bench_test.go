@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -63,7 +64,7 @@ func BenchmarkConcurrency(b *testing.B) {
 // server in front of it; it returns the URL the clients post to.
 func concurrencyTarget(kind string) (string, func()) {
 	up := httptest.NewServer(http.HandlerFunc(sseUpstream))
-	u, _ := url.Parse(up.URL)
+	u := testkit.Must(url.Parse(up.URL))
 	var front http.Handler
 	switch kind {
 	case "direct":
@@ -72,13 +73,13 @@ func concurrencyTarget(kind string) (string, func()) {
 		p := httputil.NewSingleHostReverseProxy(u)
 		p.Transport = defaultTransport()
 		front = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
+			body := testkit.Must(io.ReadAll(r.Body))
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			p.ServeHTTP(w, r)
 		})
 	case "gateway":
-		ring, _ := keyring.Generate(keyring.AEAD)
-		st, _ := newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
+		ring := testkit.Must(keyring.Generate(keyring.AEAD))
+		st := testkit.Must(newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}}))
 		g := &Gateway{Upstreams: []*url.URL{u}, Principal: Anonymous{}, BindSession: true, MaxRequestBytes: 8 << 20,
 			MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: time.Minute,
 			Logger: slog.New(slog.DiscardHandler)} // Transport nil: the default, as a user gets it
@@ -170,7 +171,7 @@ var concurrentFirst = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","par
 // concurrentFlow is benchLoopback's flow, returning its error.
 func concurrentFlow(hc *http.Client, base string) error {
 	post := func(body []byte) ([]byte, error) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", bytes.NewReader(body))
+		req := testkit.Must(http.NewRequest(http.MethodPost, base+"/mcp", bytes.NewReader(body)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set(headerVersion, version2026)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -51,7 +52,7 @@ func TestGatewayFleet(t *testing.T) {
 	}
 	var ups []*url.URL
 	for range 2 {
-		u, _ := url.Parse(startExample(t))
+		u := testkit.Must(url.Parse(startExample(t)))
 		ups = append(ups, u)
 	}
 	client, err := redis.NewClient(rs.URL())
@@ -200,8 +201,8 @@ func fleetRound(hc *http.Client, gw, tool, user string, args map[string]any, sta
 		p["requestState"] = state
 		p["inputResponses"] = map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{}}}
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": p})
-	req, _ := http.NewRequest(http.MethodPost, gw, bytes.NewReader(b))
+	b := testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": p}))
+	req := testkit.Must(http.NewRequest(http.MethodPost, gw, bytes.NewReader(b)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set(headerVersion, version2026)

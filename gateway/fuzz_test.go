@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
@@ -153,7 +154,7 @@ func (fx *fuzzFixture) checkFraming(t *testing.T, req, resp []byte, reqH, respH 
 	case kind == respJSON && !utf8Media(ct[0], "application/json"), kind == respSSE && !utf8Media(ct[0], "text/event-stream"):
 		t.Fatalf("response admitted as %d with %v", kind, respH)
 	case kind == respOther:
-		if mt, _, _ := mime.ParseMediaType(ct[0]); strings.Contains(mt, "json") {
+		if mt, _ := testkit.Must2(mime.ParseMediaType(ct[0])); strings.Contains(mt, "json") {
 			t.Fatalf("a json media type admitted as another: %v", respH)
 		}
 		if checkOther(resp) == nil {
@@ -187,7 +188,7 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 	if err != nil {
 		f.Fatal(err)
 	}
-	up, _ := url.Parse("http://upstream.invalid")
+	up := testkit.Must(url.Parse("http://upstream.invalid"))
 	g := &Gateway{Upstreams: []*url.URL{up}, Principal: Anonymous{}, BindSession: true,
 		MaxRequestBytes: 1 << 20, MaxResponseBytes: 1 << 20, MaxEventBytes: 4 << 10,
 		Logger: slog.New(slog.DiscardHandler)}
@@ -439,7 +440,7 @@ func (fx *fuzzFixture) checkForwarded(t *testing.T, v view, body []byte) {
 			t.Fatalf("%s: the state of %s %q reaches the upstream as %q %q\nforwarded: %s", v.name, b.Method, b.Target, method, target, body)
 		}
 		if b.Method != mrtr.MethodReadResource {
-			want, _ := seal.ArgsDigest(b.Arguments)
+			want := testkit.Must(seal.ArgsDigest(b.Arguments))
 			args := p["arguments"]
 			if isNull(args) {
 				args = nil
@@ -514,7 +515,7 @@ func (fx *fuzzFixture) checkBinding(t *testing.T, v view, c *call, fwd []byte) {
 			t.Fatalf("%s: a state sealed for %s %q, where the upstream read %s %q\nforwarded: %s", v.name, c.req.Method, c.req.Target, method, target, fwd)
 		}
 		if c.req.Method != mrtr.MethodReadResource {
-			want, _ := seal.ArgsDigest(c.req.Arguments)
+			want := testkit.Must(seal.ArgsDigest(c.req.Arguments))
 			args := p["arguments"]
 			if isNull(args) {
 				args = nil

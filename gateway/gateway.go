@@ -552,6 +552,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 }
 
 func (g *Gateway) modifyResponse(resp *http.Response) error {
+	dropTrailers(resp)
 	ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 	if ex == nil {
 		return nil
@@ -615,6 +616,36 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	}
 	return nil
+}
+
+// dropTrailers keeps an upstream's trailers from the client: a trailer
+// is a header sent after the body, which the gateway does not read, so a
+// plaintext state could reach the client there. An MCP response needs
+// none. ReverseProxy announces resp.Trailer's names before the body and
+// sends the values the transport merges into it at the body's end, so
+// both are cleared: now, and when the body ends or is closed.
+func dropTrailers(resp *http.Response) {
+	resp.Trailer = nil
+	resp.Body = &trailerless{ReadCloser: resp.Body, resp: resp}
+}
+
+type trailerless struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (t *trailerless) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err != nil {
+		t.resp.Trailer = nil
+	}
+	return n, err
+}
+
+func (t *trailerless) Close() error {
+	err := t.ReadCloser.Close()
+	t.resp.Trailer = nil
+	return err
 }
 
 var (

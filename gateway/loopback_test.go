@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -19,7 +20,7 @@ import (
 // stream of one message), from canned bytes: its own cost is small, so
 // that what a proxy adds shows.
 func sseUpstream(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
+	b := testkit.Must(io.ReadAll(r.Body))
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	defer w.(http.Flusher).Flush() // chunked, as the go-sdk's streams are
@@ -36,7 +37,7 @@ func benchLoopback(b *testing.B, base string) {
 	hc := &http.Client{Transport: loopbackTransport()}
 	first := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
 	post := func(body []byte) []byte {
-		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", bytes.NewReader(body))
+		req := testkit.Must(http.NewRequest(http.MethodPost, base+"/mcp", bytes.NewReader(body)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set(headerVersion, version2026)
@@ -88,11 +89,11 @@ func BenchmarkLoopbackDirect(b *testing.B) {
 func BenchmarkLoopbackPlainProxy(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(sseUpstream))
 	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := testkit.Must(url.Parse(up.URL))
 	p := httputil.NewSingleHostReverseProxy(u)
 	p.Transport = loopbackTransport()
 	ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+		body := testkit.Must(io.ReadAll(r.Body))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		p.ServeHTTP(w, r)
 	}))
@@ -103,9 +104,9 @@ func BenchmarkLoopbackPlainProxy(b *testing.B) {
 func BenchmarkLoopbackGateway(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(sseUpstream))
 	defer up.Close()
-	u, _ := url.Parse(up.URL)
-	ring, _ := keyring.Generate(keyring.AEAD)
-	st, _ := newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}})
+	u := testkit.Must(url.Parse(up.URL))
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	st := testkit.Must(newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}}))
 	g := &Gateway{Upstreams: []*url.URL{u}, Principal: Anonymous{}, BindSession: true, MaxRequestBytes: 8 << 20,
 		MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: time.Minute, Transport: loopbackTransport(),
 		Logger: slog.New(slog.DiscardHandler)}

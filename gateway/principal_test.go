@@ -21,6 +21,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
 )
 
@@ -105,13 +106,13 @@ func TestJWTPrincipal(t *testing.T) {
 	c.Subject = ""
 	bad("no subject", c)
 	// Signed by a key the issuer does not publish.
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	rogue, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
+	k := testkit.Must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	rogue := testkit.Must(jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1")))
 	if _, err := j.Principal(req("Bearer " + token(t, rogue, good))); err == nil {
 		t.Error("a token signed by another key was accepted")
 	}
 	// HMAC with the public key as secret, and alg none: refused.
-	hs, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte("secret-secret-secret-secret-1234")}, nil)
+	hs := testkit.Must(jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte("secret-secret-secret-secret-1234")}, nil))
 	if _, err := j.Principal(req("Bearer " + token(t, hs, good))); err == nil {
 		t.Error("an HS256 token was accepted")
 	}
@@ -164,16 +165,16 @@ func TestJWTThroughGateway(t *testing.T) {
 // TestCertPrincipal: the principal is the verified client certificate's
 // subject; a client without one cannot carry state.
 func TestCertPrincipal(t *testing.T) {
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caKey := testkit.Must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	ca, _ := x509.ParseCertificate(caDER)
+	caDER := testkit.Must(x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey))
+	ca := testkit.Must(x509.ParseCertificate(caDER))
 	client := func(cn string) tls.Certificate {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		k := testkit.Must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-		der, _ := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		der := testkit.Must(x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey))
 		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
 	}
 	f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
@@ -187,7 +188,7 @@ func TestCertPrincipal(t *testing.T) {
 	ts.TLS = &tls.Config{ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
 	ts.StartTLS()
 	defer ts.Close()
-	u, _ := url.Parse(ts.URL + "/mcp")
+	u := testkit.Must(url.Parse(ts.URL + "/mcp"))
 	f.url = u.String()
 	use := func(cert *tls.Certificate) {
 		tr := ts.Client().Transport.(*http.Transport).Clone()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // TestPrincipalReasons: each way a JWT is refused is counted under its
@@ -21,9 +22,9 @@ func TestPrincipalReasons(t *testing.T) {
 	now := time.Now()
 	g := &Gateway{Principal: &JWTPrincipal{Issuer: "https://id.test", Audience: "https://mcp.test", JWKSURL: is.srv.URL, MinRefresh: time.Nanosecond}}
 	good := jwt.Claims{Issuer: "https://id.test", Subject: "alice", Audience: jwt.Audience{"https://mcp.test"}, Expiry: jwt.NewNumericDate(now.Add(time.Hour))}
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	rogue, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
-	other, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "nope"))
+	k := testkit.Must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	rogue := testkit.Must(jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1")))
+	other := testkit.Must(jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "nope")))
 	with := func(f func(*jwt.Claims)) string { c := good; f(&c); return "Bearer " + token(t, s, c) }
 	for auth, want := range map[string]string{
 		"Bearer " + token(t, s, good):     "",

@@ -7,6 +7,8 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
 )
 
@@ -117,7 +120,7 @@ func TestRequestFraming(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := io.ReadAll(resp.Body)
+			b := testkit.Must(io.ReadAll(resp.Body))
 			resp.Body.Close()
 			if resp.StatusCode != tc.status || !bytes.Contains(b, []byte(`"error":{"code":-32`)) {
 				t.Fatalf("HTTP %d %s; want %d and a JSON-RPC error", resp.StatusCode, b, tc.status)
@@ -131,13 +134,13 @@ func TestRequestFraming(t *testing.T) {
 	// answer (a plaintext state, from stateReply) is still read, and the
 	// plaintext does not reach the client.
 	before := f.up.calls.Load()
-	req, _ := http.NewRequest("PUT", base+"/.well-known/oauth-authorization-server", strings.NewReader("x=1"))
+	req := testkit.Must(http.NewRequest("PUT", base+"/.well-known/oauth-authorization-server", strings.NewReader("x=1")))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b := testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
 	if f.up.calls.Load() != before+1 {
 		t.Fatalf("the pass-through path did not reach the upstream: HTTP %d", resp.StatusCode)
@@ -155,12 +158,12 @@ const plain = "secret-plain-state"
 // and hides states, by the request's path.
 func attacker(w http.ResponseWriter, r *http.Request, msg map[string]any) {
 	res := result(msg, map[string]any{"resultType": "input_required", "requestState": plain})
-	js, _ := jsonMarshal(res)
+	js := testkit.Must(jsonMarshal(res))
 	sse := "event: message\ndata: " + string(js) + "\n\n"
 	h := w.Header()
 	switch strings.TrimPrefix(r.URL.Path, "/") {
 	case "101", "101-bare":
-		conn, brw, _ := http.NewResponseController(w).Hijack()
+		conn, brw := testkit.Must2(http.NewResponseController(w).Hijack())
 		defer conn.Close()
 		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
 		if r.URL.Path == "/101" {
@@ -206,18 +209,18 @@ func attacker(w http.ResponseWriter, r *http.Request, msg map[string]any) {
 		return
 	case "error-data":
 		h.Set("Content-Type", "application/json")
-		js, _ = jsonMarshal(map[string]any{"jsonrpc": "2.0", "id": msg["id"], "error": map[string]any{"code": -32000, "message": "x", "data": map[string]any{"requestState": plain}}})
+		js = testkit.Must(jsonMarshal(map[string]any{"jsonrpc": "2.0", "id": msg["id"], "error": map[string]any{"code": -32000, "message": "x", "data": map[string]any{"requestState": plain}}}))
 	case "nested":
 		h.Set("Content-Type", "application/json")
-		js, _ = jsonMarshal(result(msg, map[string]any{"content": []any{map[string]any{"type": "text", "text": "x", "RequestState": plain}}}))
+		js = testkit.Must(jsonMarshal(result(msg, map[string]any{"content": []any{map[string]any{"type": "text", "text": "x", "RequestState": plain}}})))
 	case "snake-json":
 		// pydantic (the Python SDK's client) reads request_state as
 		// requestState.
 		h.Set("Content-Type", "application/json")
-		js, _ = jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "request_state": plain}))
+		js = testkit.Must(jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "request_state": plain})))
 	case "snake-sse":
 		h.Set("Content-Type", "text/event-stream")
-		n, _ := jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "Request-State": plain}))
+		n := testkit.Must(jsonMarshal(result(msg, map[string]any{"resultType": "input_required", "Request-State": plain})))
 		io.WriteString(w, "event: message\ndata: "+string(n)+"\n\n")
 		return
 	case "sse-double-bom", "sse-unknown-field":
@@ -237,7 +240,7 @@ func attacker(w http.ResponseWriter, r *http.Request, msg map[string]any) {
 		if r.URL.Path == "/sse-server-request" {
 			m = map[string]any{"jsonrpc": "2.0", "id": "s1", "method": "elicitation/create", "params": map[string]any{"_meta": map[string]any{"requestState": plain}}}
 		}
-		n, _ := jsonMarshal(m)
+		n := testkit.Must(jsonMarshal(m))
 		io.WriteString(w, "event: message\ndata: "+string(n)+"\n\n"+sse)
 		return
 	default:
@@ -260,7 +263,7 @@ func TestResponseFraming(t *testing.T) {
 		if method == "POST" {
 			body = strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"book"}}`)
 		}
-		req, _ := http.NewRequest(method, base+path, body)
+		req := testkit.Must(http.NewRequest(method, base+path, body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Accept-Encoding", "gzip, deflate")
@@ -269,7 +272,7 @@ func TestResponseFraming(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b := testkit.Must(io.ReadAll(resp.Body))
 		return resp.StatusCode, b
 	}
 	for _, mode := range []string{"101", "101-bare", "gzip-json", "gzip-sse-stored", "deflate-sse", "json-seq", "vnd-json", "text-json",
@@ -310,7 +313,7 @@ func TestPrincipalHeaderSpellings(t *testing.T) {
 			g.Principal = &HeaderPrincipal{Header: "X-Forwarded-User", Trusted: []netip.Prefix{netip.MustParsePrefix(trusted)}}
 		})
 		for _, sp := range spellings {
-			req, _ := http.NewRequest("POST", f.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book"}}`))
+			req := testkit.Must(http.NewRequest("POST", f.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book"}}`)))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header[sp] = []string{"admin"}
 			if trusted == "127.0.0.0/8" && sp != "X-Forwarded-User" {
@@ -320,7 +323,7 @@ func TestPrincipalHeaderSpellings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := io.ReadAll(resp.Body)
+			b := testkit.Must(io.ReadAll(resp.Body))
 			resp.Body.Close()
 			_, hdr := f.up.last()
 			for k, v := range hdr {
@@ -401,7 +404,7 @@ func TestRequestTrailers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
+		b := testkit.Must(io.ReadAll(resp.Body))
 		resp.Body.Close()
 		return resp.StatusCode, b
 	}
@@ -437,7 +440,7 @@ func TestRequestTrailers(t *testing.T) {
 func TestSessionHeaderSpellings(t *testing.T) {
 	f := newFixture(t, stateReply, nil)
 	send := func(hdr http.Header) (int, []byte) {
-		req, _ := http.NewRequest("POST", f.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book"}}`))
+		req := testkit.Must(http.NewRequest("POST", f.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book"}}`)))
 		req.Header = hdr
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -445,7 +448,7 @@ func TestSessionHeaderSpellings(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b := testkit.Must(io.ReadAll(resp.Body))
 		return resp.StatusCode, b
 	}
 	before := f.up.calls.Load()
@@ -464,6 +467,41 @@ func TestSessionHeaderSpellings(t *testing.T) {
 			if headerFold(k) == "mcp-session-id" && (k != "Mcp-Session-Id" || len(v) != 1 || v[0] != "S1") {
 				t.Fatalf("%s: the upstream got %s: %v", sp, k, v)
 			}
+		}
+	}
+}
+
+// TestResponseTrailersDropped: an upstream's trailers, declared or not,
+// in a JSON answer or an SSE stream, never reach the client: the gateway
+// does not read them, so a plaintext state there would pass.
+func TestResponseTrailersDropped(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		reply := func(w http.ResponseWriter, _ *http.Request, msg map[string]any) {
+			w.Header().Set("Trailer", "X-Leak")
+			body := testkit.Must(json.Marshal(result(msg, map[string]any{"content": []any{}})))
+			if sse {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, "data: %s\n\n", body)
+			} else {
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(body)
+			}
+			w.Header().Set("X-Leak", "requestState=PLAINTEXT")
+			w.Header().Set(http.TrailerPrefix+"X-Undeclared", "requestState=PLAINTEXT")
+		}
+		f := newFixture(t, reply, nil)
+		b := testkit.Must(json.Marshal(rpcCall(1, "tools/call", "book", nil, "")))
+		req := testkit.Must(http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp := testkit.Must(http.DefaultClient.Do(req))
+		body := testkit.Must(io.ReadAll(resp.Body))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Fatalf("sse=%v: HTTP %d %s", sse, resp.StatusCode, body)
+		}
+		if len(resp.Trailer) != 0 || resp.Header.Get("Trailer") != "" {
+			t.Fatalf("sse=%v: the client got the upstream's trailers: %v (announced %q)", sse, resp.Trailer, resp.Header.Get("Trailer"))
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/replay"
@@ -55,7 +56,7 @@ func startExample(t *testing.T) string {
 		t.Fatal(exampleBin.err)
 	}
 	cmd := exec.Command(exampleBin.path, "-no-seal", "-addr", "127.0.0.1:0")
-	stderr, _ := cmd.StderrPipe()
+	stderr := testkit.Must(cmd.StderrPipe())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +87,9 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func sdkGateway(t *testing.T) (*fixture, *mrtr.Counters) {
 	t.Helper()
 	base := startExample(t)
-	u, _ := url.Parse(base)
+	u := testkit.Must(url.Parse(base))
 	counters := &mrtr.Counters{}
-	ring, _ := keyring.Generate(keyring.AEAD)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
 	o := &mrtr.Options{Audience: "https://gw.test", Metrics: counters,
 		SingleUse: mrtr.Targets("test_input_required_result_tampered_state"), Replay: replay.NewMemory(0)}
 	st, err := newStates(ring, o)
@@ -185,8 +186,8 @@ func TestAttacksThroughGateway(t *testing.T) {
 	}
 	tok, singleTok := first(tool), first(single)
 	expired := func() string {
-		s, _ := seal.New(f.ring, &seal.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
-		st, _ := mrtr.New(s, f.o)
+		s := testkit.Must(seal.New(f.ring, &seal.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }}))
+		st := testkit.Must(mrtr.New(s, f.o))
 		tk, err := st.Seal(mrtr.Request{Method: mrtr.MethodCallTool, Target: tool, Principal: "alice", Arguments: []byte(`{"order":1}`)}, `{"step":"confirm","fixture":"v1"}`)
 		if err != nil {
 			t.Fatal(err)

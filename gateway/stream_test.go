@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
 )
 
@@ -31,7 +32,7 @@ func TestStreamingMemory(t *testing.T) {
 		for i := range events {
 			fmt.Fprintf(bw, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":%d,\"message\":\"%s\"}}\n\n", i, pad)
 		}
-		b, _ := json.Marshal(result(msg, stateResult(msg)))
+		b := testkit.Must(json.Marshal(result(msg, stateResult(msg))))
 		fmt.Fprintf(bw, "event: message\ndata: %s\n\n", b)
 		bw.Flush()
 	}, nil)
@@ -46,7 +47,7 @@ func TestStreamingMemory(t *testing.T) {
 			peak.Store(m.HeapInuse)
 		}
 	}
-	b, _ := json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""))
+	b := testkit.Must(json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, "")))
 	resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +108,8 @@ func TestStreamingMemory(t *testing.T) {
 // not an empty line, and a CR alone (TestMalformedUpstream) is refused.
 func TestSSEAsClientsRead(t *testing.T) {
 	stateResult := func(id any, pad int) string {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
-			"_meta": map[string]any{"pad": strings.Repeat("x", pad)}, "resultType": "input_required", "requestState": "plain:book"}})
+		b := testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
+			"_meta": map[string]any{"pad": strings.Repeat("x", pad)}, "resultType": "input_required", "requestState": "plain:book"}}))
 		return string(b)
 	}
 	// A data line of 16 KiB (the reader's buffer) up to its LF, then the
@@ -152,10 +153,10 @@ func TestSSEHeadersAtOnce(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 		<-release
-		b, _ := json.Marshal(result(msg, stateResult(msg)))
+		b := testkit.Must(json.Marshal(result(msg, stateResult(msg))))
 		fmt.Fprintf(w, "event: message\ndata: %s\n\n", b)
 	}, nil)
-	b, _ := json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""))
+	b := testkit.Must(json.Marshal(rpcCall(1, mrtr.MethodCallTool, "book", nil, "")))
 	type answer struct {
 		resp *http.Response
 		err  error
@@ -179,9 +180,9 @@ func TestSSEHeadersAtOnce(t *testing.T) {
 		t.Fatalf("headers %v, length %d", a.resp.Header, a.resp.ContentLength)
 	}
 	unblock()
-	body, _ := io.ReadAll(a.resp.Body)
+	body := testkit.Must(io.ReadAll(a.resp.Body))
 	var m map[string]any
-	json.Unmarshal([]byte(sseData(body)[0]), &m)
+	testkit.Check(json.Unmarshal([]byte(sseData(body)[0]), &m))
 	if tok, _ := resultOf(t, m)["requestState"].(string); tok == "" || strings.Contains(tok, "plain") {
 		t.Fatalf("event: %q", body)
 	}

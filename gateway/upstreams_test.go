@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/replay"
 )
@@ -25,7 +26,7 @@ func TestUpstreamOutOfTurn(t *testing.T) {
 	ln.Close() // refuses connections from now on
 	var healthAsks atomic.Int64
 	f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
-		dead, _ := url.Parse("http://" + deadAddr)
+		dead := testkit.Must(url.Parse("http://" + deadAddr))
 		g.Upstreams = append([]*url.URL{dead}, g.Upstreams...)
 		g.HealthPath = "/healthz"
 		o.SingleUse = mrtr.Targets("pay")

@@ -5,6 +5,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -13,7 +14,7 @@ func ExampleGenerate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	k, _ := ring.Current().Primary(time.Now())
+	k := testkit.Must(ring.Current().Primary(time.Now()))
 	fmt.Println(k.Algorithm, k.State)
 	// Output: mac active
 }

@@ -102,8 +102,8 @@ func TestPrimaryTieBreak(t *testing.T) {
 	a := key(t, MAC, t0)
 	b := key(t, MAC, t0, a)
 	for _, order := range [][]Key{{a, b}, {b, a}} {
-		s, _ := NewSnapshot(order)
-		k, _ := s.Primary(t0)
+		s := testkit.Must(NewSnapshot(order))
+		k := testkit.Must(s.Primary(t0))
 		if want := order[1].ID; k.ID != want {
 			t.Errorf("primary of %08x, %08x is %08x, want the later-listed %08x", order[0].ID, order[1].ID, k.ID, want)
 		}
@@ -116,7 +116,7 @@ func TestLookup(t *testing.T) {
 	r.State = Retired
 	d := key(t, MAC, t0.Add(time.Hour), a, r)
 	d.State = DecryptOnly
-	s, _ := NewSnapshot([]Key{a, r, d})
+	s := testkit.Must(NewSnapshot([]Key{a, r, d}))
 	if _, ok := s.Lookup(a.ID); !ok {
 		t.Error("active key not found")
 	}
@@ -134,7 +134,7 @@ func TestLookup(t *testing.T) {
 func TestSnapshotIsImmutable(t *testing.T) {
 	k := key(t, AEAD, t0)
 	orig := bytes.Clone(k.material)
-	s, _ := NewSnapshot([]Key{k})
+	s := testkit.Must(NewSnapshot([]Key{k}))
 	k.material[0] ^= 0xff // the caller's copy
 	got := s.Keys()
 	got[0].material[1] ^= 0xff // a copy handed out
@@ -155,7 +155,7 @@ func TestRing(t *testing.T) {
 	if _, err := first.Primary(time.Now()); err != nil {
 		t.Fatalf("generated key is not primary now: %v", err)
 	}
-	s, _ := NewSnapshot([]Key{key(t, MAC, t0)})
+	s := testkit.Must(NewSnapshot([]Key{key(t, MAC, t0)}))
 	if err := r.Store(s); err != nil || r.Current() != s {
 		t.Fatal("Store did not swap")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -31,10 +32,10 @@ func TestMetadataTamperRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := ring.Current()
-	doc, _ := os.ReadFile(path)
+	doc := testkit.Must(os.ReadFile(path))
 	first, second, pending := idOf(string(doc), 0), idOf(string(doc), 1), idOf(string(doc), 2)
 	other := filepath.Join(filepath.Dir(path), "other.kek")
-	backends.GenerateLocal(other)
+	testkit.Check(backends.GenerateLocal(other))
 	edits := map[string]func(string) string{
 		"aead key switched to mac": func(s string) string { return strings.Replace(s, `"algorithm": "aead"`, `"algorithm": "mac"`, 1) },
 		"retired key revived":      func(s string) string { return strings.Replace(s, `"state": "retired"`, `"state": "active"`, 1) },
@@ -65,7 +66,7 @@ func TestMetadataTamperRefused(t *testing.T) {
 			}
 			t.Fatalf("%s: the edit does not even parse, so it tests nothing: %v", name, err)
 		}
-		os.WriteFile(path, []byte(bad), 0o600)
+		testkit.Check(os.WriteFile(path, []byte(bad), 0o600))
 		_, _, err := Load(ctx, path, &LoadOptions{KEK: "local:kek"})
 		if name == "KEK pointed elsewhere" && !errors.Is(err, ErrUntrustedKEK) {
 			t.Errorf("%s: Load = %v, want ErrUntrustedKEK", name, err)
@@ -91,7 +92,7 @@ func TestReloadRefusesAnotherKeyset(t *testing.T) {
 			t.Fatal(err)
 		}
 		good := ring.Current()
-		os.WriteFile(path, other, 0o600)
+		testkit.Check(os.WriteFile(path, other, 0o600))
 		err = l.Reload(ctx)
 		switch {
 		case !allow && (!errors.Is(err, ErrOtherKeyset) || ring.Current() != good):

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
@@ -17,12 +18,12 @@ import (
 
 // A server loads the fleet's keyset file and follows it.
 func ExampleLoader() {
-	dir, _ := os.MkdirTemp("", "stateseal")
+	dir := testkit.Must(os.MkdirTemp("", "stateseal"))
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "keyset.json")
 	ctx := context.Background()
 	// What "sealctl init" does: a keyset and a local KEK file.
-	os.WriteFile(filepath.Join(dir, "stateseal.kek"), []byte(mustLocalKey()), 0o600)
+	testkit.Check(os.WriteFile(filepath.Join(dir, "stateseal.kek"), []byte(mustLocalKey()), 0o600))
 	if _, err := rotation.Init(ctx, path, "local:stateseal.kek", keyring.AEAD, keyring.DefaultPolicy(), nil); err != nil {
 		log.Fatal(err)
 	}
@@ -33,8 +34,8 @@ func ExampleLoader() {
 		log.Fatal(err)
 	}
 	// In a server: go l.Run(ctx, 30*time.Second)
-	s, _ := seal.New(ring, nil)
-	tok, _ := s.Seal(seal.Binding{Target: "t"}, []byte("state"), time.Minute)
+	s := testkit.Must(seal.New(ring, nil))
+	tok := testkit.Must(s.Seal(seal.Binding{Target: "t"}, []byte("state"), time.Minute))
 	state, err := s.Open(seal.Binding{Target: "t"}, tok)
 	fmt.Println(string(state), err, ring.Current().Version())
 	// Output: state <nil> 1

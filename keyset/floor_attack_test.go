@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -23,7 +24,7 @@ func TestAttackVersionFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		good, _ := os.ReadFile(f.path)
+		good := testkit.Must(os.ReadFile(f.path))
 		for _, v := range []string{"18446744073709551615", "9223372036854775808", "2"} {
 			f.write(t, bytes.Replace(good, []byte(`"version": 1,`), []byte(`"version": `+v+`,`), 1))
 			// Refused unauthenticated, or malformed: a version above 1
@@ -119,7 +120,7 @@ func TestAttackReformattedDocumentIsNotAFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	good, _ := os.ReadFile(f.path)
+	good := testkit.Must(os.ReadFile(f.path))
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, good); err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func TestAttackFreshness(t *testing.T) {
 	t.Run("tampered window or expiry", func(t *testing.T) {
 		p := keyring.DefaultPolicy()
 		f := newFixture(t, p)
-		good, _ := os.ReadFile(f.path)
+		good := testkit.Must(os.ReadFile(f.path))
 		exp := `"expires": "2026-08-04T12:00:00Z",`
 		if !bytes.Contains(good, []byte(exp)) {
 			t.Fatalf("no %s in %s", exp, good)

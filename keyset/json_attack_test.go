@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -24,7 +25,7 @@ import (
 func TestAttackJSONDifferentials(t *testing.T) {
 	f := newFixture(t, keyring.DefaultPolicy())
 	f.write(t, f.addKey(t)) // two keys, version 2
-	good, _ := os.ReadFile(f.path)
+	good := testkit.Must(os.ReadFile(f.path))
 	want := mustParse(t, good)
 	st := `"state": "active"`
 	if !bytes.Contains(good, []byte(st)) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -23,11 +24,11 @@ func TestAttackKEKFieldTricks(t *testing.T) {
 	legit, legitHits := listener(t)
 	evil, evilHits := listener(t)
 	f := newFixture(t, keyring.DefaultPolicy())
-	good, _ := os.ReadFile(f.path)
+	good := testkit.Must(os.ReadFile(f.path))
 	// The instance trusts an AWS KMS key through a configured endpoint.
 	const id = "awskms://alias/k?region=eu-west-1"
 	configured := "awskms://alias/k?endpoint=http://" + legit + "&region=eu-west-1"
-	if got, _ := backends.Identity(configured); got != id {
+	if got := testkit.Must(backends.Identity(configured)); got != id {
 		t.Fatalf("identity %s", got)
 	}
 	variants := []string{
@@ -122,7 +123,7 @@ func jsonString(s string) string {
 // none is read (the attacker's key file would open and authenticate).
 func TestAttackLocalKEKPaths(t *testing.T) {
 	f := newFixture(t, keyring.DefaultPolicy())
-	good, _ := os.ReadFile(f.path)
+	good := testkit.Must(os.ReadFile(f.path))
 	// The attacker writes the keyset anew under a KEK file of their own
 	// and names it in every way that might reach it.
 	adir := t.TempDir()
@@ -131,12 +132,12 @@ func TestAttackLocalKEKPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub := filepath.Join(f.dir, "sub")
-	os.Mkdir(sub, 0o700)
+	testkit.Check(os.Mkdir(sub, 0o700))
 	if err := backends.GenerateLocal(filepath.Join(sub, "stateseal.kek")); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("ATTACKER_KEK", mustLocalKey())
-	rel, _ := filepath.Rel(f.dir, akek)
+	rel := testkit.Must(filepath.Rel(f.dir, akek))
 	for _, name := range []string{
 		"local:" + akek,
 		"local://" + akek,
@@ -169,7 +170,7 @@ func TestAttackLocalKEKPaths(t *testing.T) {
 			// attacker's way in either; still check it is refused.
 			kek = f.kek
 		}
-		zero, _ := keyring.ImportKey(ks.Keys[0].ID, keyring.AEAD, keyring.Active, t0, t0, make([]byte, keyring.KeySize))
+		zero := testkit.Must(keyring.ImportKey(ks.Keys[0].ID, keyring.AEAD, keyring.Active, t0, t0, make([]byte, keyring.KeySize)))
 		sk, err := ks.Wrap(ctx, kek, zero)
 		if err != nil {
 			t.Fatal(err)
@@ -202,22 +203,22 @@ func TestAttackSymlinkedKeyset(t *testing.T) {
 	if err := backends.GenerateLocal(filepath.Join(adir, "stateseal.kek")); err != nil {
 		t.Fatal(err)
 	}
-	akek, _ := backends.Open(ctx, "local:stateseal.kek", &backends.OpenOptions{Dir: adir})
+	akek := testkit.Must(backends.Open(ctx, "local:stateseal.kek", &backends.OpenOptions{Dir: adir}))
 	ks := &keyset.Keyset{ID: f.ks.ID, Version: 99, KEK: "local:stateseal.kek", Policy: keyring.DefaultPolicy(),
 		History: []keyset.Link{{Version: 98, Tag: make([]byte, 32)}}}
-	k, _ := keyring.NewKey(keyring.AEAD, t0, t0, nil)
-	sk, _ := ks.Wrap(ctx, akek, k)
+	k := testkit.Must(keyring.NewKey(keyring.AEAD, t0, t0, nil))
+	sk := testkit.Must(ks.Wrap(ctx, akek, k))
 	ks.Keys = []keyset.StoredKey{sk}
 	ks.Refresh(t0)
 	if err := ks.Authenticate(ctx, akek); err != nil {
 		t.Fatal(err)
 	}
-	doc, _ := ks.Marshal()
-	os.WriteFile(filepath.Join(adir, "keyset.json"), doc, 0o600)
+	doc := testkit.Must(ks.Marshal())
+	testkit.Check(os.WriteFile(filepath.Join(adir, "keyset.json"), doc, 0o600))
 
 	abs := "local:" + filepath.Join(f.dir, "stateseal.kek")
 	// A running loader configured with the absolute KEK.
-	absID, _ := backends.Identity(abs)
+	absID := testkit.Must(backends.Identity(abs))
 	f.ks.KEK = absID
 	f.write(t, f.addKey(t))
 	running := quietLoader(f, keyset.LoadOptions{KEK: abs})
@@ -249,7 +250,7 @@ func TestAttackSymlinkedKeyset(t *testing.T) {
 // trusted KEK: never with the configuration's credentials.
 func TestAttackKEKErrorsHideCredentials(t *testing.T) {
 	f := newFixture(t, keyring.DefaultPolicy())
-	good, _ := os.ReadFile(f.path)
+	good := testkit.Must(os.ReadFile(f.path))
 	doc := strings.Replace(string(good), `"kek": "local:stateseal.kek"`, `"kek": "vault://transit/keys/x?token=evil"`, 1)
 	f.write(t, []byte(doc))
 	for _, configured := range []string{

@@ -81,12 +81,12 @@ func TestKeysetRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := ks.Marshal()
-	b, _ := got.Marshal()
+	a := testkit.Must(ks.Marshal())
+	b := testkit.Must(got.Marshal())
 	if !bytes.Equal(a, b) {
 		t.Fatalf("round trip changed the keyset:\n%s\n%s", a, b)
 	}
-	fi, _ := os.Stat(path)
+	fi := testkit.Must(os.Stat(path))
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("keyset mode %v, want 0600", fi.Mode().Perm())
 	}
@@ -94,7 +94,7 @@ func TestKeysetRoundTrip(t *testing.T) {
 
 func TestParseKeysetRejects(t *testing.T) {
 	path, _, _ := newKeysetFile(t, 2)
-	good, _ := os.ReadFile(path)
+	good := testkit.Must(os.ReadFile(path))
 	doc := string(good)
 	edits := map[string]func(string) string{
 		"unknown field":     func(s string) string { return strings.Replace(s, `"version"`, `"colour": 1, "version"`, 1) },
@@ -190,7 +190,7 @@ func TestWriteCompareAndSwap(t *testing.T) {
 	if err := WriteFile(ctx, path, b); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second writer from version 1: %v, want ErrConflict", err)
 	}
-	got, _ := ReadFile(ctx, path)
+	got := testkit.Must(ReadFile(ctx, path))
 	if got.Version != 2 || got.Policy.Skew != time.Minute {
 		t.Fatalf("loser overwrote the winner: version %d, skew %v", got.Version, got.Policy.Skew)
 	}
@@ -207,7 +207,7 @@ func TestWriteCompareAndSwap(t *testing.T) {
 	if err := WriteFile(ctx, path, stranger); !errors.Is(err, ErrConflict) {
 		t.Fatalf("another keyset's edit: %v, want ErrConflict", err)
 	}
-	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp"))
+	matches := testkit.Must(filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp")))
 	if len(matches) != 0 {
 		t.Fatalf("temporary files left: %v", matches)
 	}
@@ -237,7 +237,7 @@ func TestLoadFile(t *testing.T) {
 	}
 	// The trusted KEK URL, but another key behind it: the error names the
 	// keyset file and the key.
-	os.WriteFile(filepath.Join(filepath.Dir(path), "kek"), []byte(backends.NewLocalKey()+"\n"), 0o600)
+	testkit.Check(os.WriteFile(filepath.Join(filepath.Dir(path), "kek"), []byte(backends.NewLocalKey()+"\n"), 0o600))
 	_, _, err = Load(ctx, path, &LoadOptions{KEK: "local:kek"})
 	if !errors.Is(err, backends.ErrUnwrap) || !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), ks.ID) {
 		t.Fatalf("wrong KEK: %v", err)
@@ -250,8 +250,8 @@ func TestPrimaryAgreesWithSnapshot(t *testing.T) {
 	a := key(t, keyring.MAC, t0)
 	b := key(t, keyring.MAC, t0, a)
 	for _, order := range [][]keyring.Key{{a, b}, {b, a}} {
-		s, _ := keyring.NewSnapshot(order)
-		k, _ := s.Primary(t0)
+		s := testkit.Must(keyring.NewSnapshot(order))
+		k := testkit.Must(s.Primary(t0))
 		ks := &Keyset{Keys: []StoredKey{{ID: order[0].ID, State: keyring.Active, Activation: t0}, {ID: order[1].ID, State: keyring.Active, Activation: t0}}}
 		if sk, _ := ks.Primary(t0); sk.ID != k.ID {
 			t.Errorf("Keyset.Primary %08x disagrees with Snapshot.Primary %08x", sk.ID, k.ID)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -738,13 +739,13 @@ func writeKeysetVectors(t *testing.T) {
 		b.key(kvSingle).Wrapped = sameID.key(kvSingle).Wrapped
 	}))
 	unwrap("wrapped-key-under-other-kek", "the key wrapped under another KEK value with the right associated data, authenticated again", reb(s, func(b *kvBuild) {
-		b.key(kvSingle).Wrapped, _ = kvLocal{kvOther}.Wrap(ctx, b.material[kvSingle], wrapAD(b.ks.ID, kvSingle))
+		b.key(kvSingle).Wrapped = testkit.Must(kvLocal{kvOther}.Wrap(ctx, b.material[kvSingle], wrapAD(b.ks.ID, kvSingle)))
 	}))
 	unwrap("data-key-16-bytes", "the key unwraps to 16 bytes: a data key is 32", reb(s, func(b *kvBuild) {
-		b.key(kvSingle).Wrapped, _ = kvLocal{kvMainKEK}.Wrap(ctx, kvDerive("short data key", 16), wrapAD(b.ks.ID, kvSingle))
+		b.key(kvSingle).Wrapped = testkit.Must(kvLocal{kvMainKEK}.Wrap(ctx, kvDerive("short data key", 16), wrapAD(b.ks.ID, kvSingle)))
 	}))
 	unwrap("data-key-format-v3-domain", `the key wrapped with "stateseal-keyset-v3" leading its associated data: data keys keep "stateseal-keyset-v2"`, reb(s, func(b *kvBuild) {
-		b.key(kvSingle).Wrapped, _ = kvLocal{kvMainKEK}.Wrap(ctx, b.material[kvSingle], fmt.Appendf(nil, "stateseal-keyset-v3\x00%s\x00%08x", b.ks.ID, kvSingle))
+		b.key(kvSingle).Wrapped = testkit.Must(kvLocal{kvMainKEK}.Wrap(ctx, b.material[kvSingle], fmt.Appendf(nil, "stateseal-keyset-v3\x00%s\x00%08x", b.ks.ID, kvSingle)))
 	}))
 	unwrap("local-version-byte-2", "the wrapped key's first byte 0x02, the rest as wrapped: the local layout's version is 0x01", reb(s, func(b *kvBuild) {
 		w := slices.Clone(b.key(kvSingle).Wrapped)

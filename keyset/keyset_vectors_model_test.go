@@ -19,6 +19,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -397,7 +398,7 @@ func (r *kmReader) time(s string) int64 {
 	}
 	n := make([]int64, 6)
 	for i := range n {
-		n[i], _ = strconv.ParseInt(m[i+1], 10, 64)
+		n[i] = testkit.Must(strconv.ParseInt(m[i+1], 10, 64))
 	}
 	y, mo, d := n[0], n[1], n[2]
 	leap := y%4 == 0 && (y%100 != 0 || y%400 == 0)
@@ -532,7 +533,7 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			if !regexp.MustCompile(idRE).MatchString(k.hexID) {
 				return nil, false
 			}
-			id, _ := strconv.ParseUint(k.hexID, 16, 32)
+			id := testkit.Must(strconv.ParseUint(k.hexID, 16, 32))
 			k.id = uint32(id)
 			bad := r.bad
 			r.retired = k.state == "retired"
@@ -574,7 +575,7 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			if !regexp.MustCompile("^[0-9a-f]{8}$").MatchString(h) {
 				return nil, false
 			}
-			id, _ := strconv.ParseUint(h, 16, 32)
+			id := testkit.Must(strconv.ParseUint(h, 16, 32))
 			d.retired = append(d.retired, uint32(id))
 		}
 	}
@@ -934,7 +935,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 	if m("unwrap-with-any-trusted-kek") {
 		for _, u := range c.KEKs {
 			if j := slices.IndexFunc(km.f.KEKs, func(k kvKEK) bool { return k.URL == u }); j >= 0 && j != i {
-				other, _ := hex.DecodeString(km.f.KEKs[j].Key)
+				other := testkit.Must(hex.DecodeString(km.f.KEKs[j].Key))
 				keks = append(keks, other)
 			}
 		}
@@ -947,7 +948,7 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			return nil, false
 		}
 		for _, kek := range keks {
-			a, _ := chacha20poly1305.NewX(kek)
+			a := testkit.Must(chacha20poly1305.NewX(kek))
 			if pt, err := a.Open(nil, w[1:25], w[25:], ad); err == nil {
 				return pt, true
 			}

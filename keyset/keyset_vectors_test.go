@@ -20,6 +20,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keymaterial"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -224,7 +225,7 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, _ := url.Parse(k.URL)
+		u := testkit.Must(url.Parse(k.URL))
 		if err := os.WriteFile(filepath.Join(dir, u.Opaque), []byte("stateseal-kek-v1:"+base64.RawURLEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}

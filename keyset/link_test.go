@@ -1,6 +1,7 @@
 package keyset
 
 import (
+	"github.com/stateseal/stateseal/internal/testkit"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,13 +16,13 @@ func TestWriteThroughSymlink(t *testing.T) {
 	path, ks, kek := newKeysetFile(t, 1) // dir/keyset.json, KEK dir/kek
 	dir := filepath.Dir(path)
 	real := filepath.Join(dir, "..2026_11_30")
-	os.Mkdir(real, 0o755)
+	testkit.Check(os.Mkdir(real, 0o755))
 	for _, f := range []string{"keyset.json", "kek"} {
 		if err := os.Rename(filepath.Join(dir, f), filepath.Join(real, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	os.Symlink("..2026_11_30", filepath.Join(dir, "..data"))
+	testkit.Check(os.Symlink("..2026_11_30", filepath.Join(dir, "..data")))
 	mount := t.TempDir() // the link lives elsewhere, so "local:kek" beside it would not resolve
 	link := filepath.Join(mount, "keyset.json")
 	if err := os.Symlink(filepath.Join(dir, "..data", "keyset.json"), link); err != nil {

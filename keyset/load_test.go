@@ -34,12 +34,12 @@ func TestReloadKeepsLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := ring.Current()
-	orig, _ := os.ReadFile(path)
+	orig := testkit.Must(os.ReadFile(path))
 
 	// A second key arrives: Reload installs it.
 	next := ks.Clone()
 	next.Follow(ks)
-	sk, _ := next.Wrap(ctx, kek, key(t, keyring.MAC, t0, next.ids()...))
+	sk := testkit.Must(next.Wrap(ctx, kek, key(t, keyring.MAC, t0, next.ids()...)))
 	next.Keys = append(next.Keys, sk)
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 		t.Fatal("Reload did not install version 2")
 	}
 	good = ring.Current()
-	v2, _ := os.ReadFile(path)
+	v2 := testkit.Must(os.ReadFile(path))
 
 	bad := map[string][]byte{
 		"truncated":       v2[:len(v2)/2],
@@ -64,7 +64,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 		bad["corrupt wrapped"] = bytes.Replace(v2, []byte(`"wrapped": "`), []byte(`"wrapped": "AAAA`), 1)
 	}
 	for name, data := range bad {
-		os.WriteFile(path, data, 0o600) // as a careless editor would
+		testkit.Check(os.WriteFile(path, data, 0o600)) // as a careless editor would
 		reported = nil
 		err := l.Reload(ctx)
 		if ring.Current() != good {
@@ -77,7 +77,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	if !strings.Contains(logs.String(), "keeping the last good keys") {
 		t.Fatalf("no log line for the failed reloads:\n%s", logs.String())
 	}
-	os.WriteFile(path, v2, 0o600)
+	testkit.Check(os.WriteFile(path, v2, 0o600))
 	if err := l.Reload(ctx); err != nil || ring.Current() != good {
 		t.Fatalf("after repair: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestReloadNoUsablePrimary(t *testing.T) {
 	good := ring.Current()
 	next := ks.Clone()
 	next.Follow(ks)
-	sk, _ := next.Wrap(ctx, kek, key(t, keyring.AEAD, t0.Add(time.Hour), next.ids()...))
+	sk := testkit.Must(next.Wrap(ctx, kek, key(t, keyring.AEAD, t0.Add(time.Hour), next.ids()...)))
 	next.Keys = []StoredKey{sk}
 	if err := writeAuth(t, path, next, kek); err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestRunReportsBrokenFileOnce(t *testing.T) {
 	next := ks.Clone()
 	next.Follow(ks)
 	next.Authenticate(ctx, kek)
-	data, _ := next.Marshal()
+	data := testkit.Must(next.Marshal())
 	writeAtomic(t, path, data)
 	waitVersion(t, ring, 2)
 	cancel()
@@ -245,7 +245,7 @@ var _ stores.Revisioner = (*memStore)(nil)
 // when it changes: a broken 1 MiB document is not read at every tick.
 func TestRevisionChecksAfterFailure(t *testing.T) {
 	path, _, _ := newKeysetFile(t, 1)
-	good, _ := os.ReadFile(path)
+	good := testkit.Must(os.ReadFile(path))
 	m := &memStore{}
 	m.Write(ctx, good, "0")
 	l := &Loader{Path: path, Store: m, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},
@@ -293,7 +293,7 @@ func (f *failingStore) Revision(ctx context.Context) (string, error) {
 // broken document, since the last good keys keep serving.
 func TestHealth(t *testing.T) {
 	path, _, _ := newKeysetFile(t, 1)
-	good, _ := os.ReadFile(path)
+	good := testkit.Must(os.ReadFile(path))
 	f := &failingStore{memStore: &memStore{}}
 	f.Write(ctx, good, "0")
 	l := &Loader{Path: path, Store: f, Options: LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }},

@@ -172,7 +172,7 @@ func listener(t *testing.T) (addr string, accepted *atomic.Int64) {
 // never reach the attacker's endpoint.
 func TestStoreWriterCannotChooseKEK(t *testing.T) {
 	f := newFixture(t, keyring.DefaultPolicy())
-	good, _ := os.ReadFile(f.path)
+	good := testkit.Must(os.ReadFile(f.path))
 	addr, accepted := listener(t)
 	running := quietLoader(f, keyset.LoadOptions{})
 	ring, err := running.Load(ctx)
@@ -234,7 +234,7 @@ func TestKEKIdentity(t *testing.T) {
 func TestRollbackRefused(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		f := newFixture(t, keyring.DefaultPolicy())
-		v1, _ := os.ReadFile(f.path)
+		v1 := testkit.Must(os.ReadFile(f.path))
 		f.write(t, f.addKey(t))
 		f.write(t, f.addKey(t)) // version 3
 		k := newKMS()
@@ -265,7 +265,7 @@ func TestRollbackRefused(t *testing.T) {
 // switching away does not reset it.
 func TestRollbackAcrossKeysets(t *testing.T) {
 	a := newFixture(t, keyring.DefaultPolicy())
-	aV1, _ := os.ReadFile(a.path)
+	aV1 := testkit.Must(os.ReadFile(a.path))
 	a.write(t, a.addKey(t))
 	a.write(t, a.addKey(t))
 	l := quietLoader(a, keyset.LoadOptions{AllowKeysetChange: true})
@@ -313,7 +313,7 @@ func TestFreshness(t *testing.T) {
 		t.Fatal("an expired keyset cost a KMS call")
 	}
 	// The expiry is authenticated: moving it is a forgery.
-	doc, _ := os.ReadFile(f.path)
+	doc := testkit.Must(os.ReadFile(f.path))
 	f.write(t, []byte(strings.Replace(string(doc), `"expires": "2026-07-29T12:00:00Z"`, `"expires": "2026-07-29T14:00:00Z"`, 1)))
 	if _, _, err := keyset.Load(ctx, f.path, at(25*time.Hour)); !errors.Is(err, keyset.ErrUnauthenticated) {
 		t.Fatalf("expiry moved without the KEK: %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -48,7 +49,7 @@ func TestUpgradeFromV3(t *testing.T) {
 	if err := backends.GenerateLocal(filepath.Join(dir, "kek")); err != nil {
 		t.Fatal(err)
 	}
-	kek, _ := backends.Open(ctx, "local:kek", &backends.OpenOptions{Dir: dir})
+	kek := testkit.Must(backends.Open(ctx, "local:kek", &backends.OpenOptions{Dir: dir}))
 	ks := newKeyset(t, kek, 3)
 	ks.Version = 5
 	ks.Policy = keyring.DefaultPolicy()
@@ -57,7 +58,7 @@ func TestUpgradeFromV3(t *testing.T) {
 	ks.Refresh(now.Add(-time.Hour))
 	old := v3Document(t, ks, kek)
 	path := filepath.Join(dir, "keyset.json")
-	os.WriteFile(path, old, 0o600)
+	testkit.Check(os.WriteFile(path, old, 0o600))
 	if _, _, err := Load(ctx, path, &LoadOptions{KEK: "local:kek"}); err == nil || !strings.Contains(err.Error(), "sealctl upgrade") {
 		t.Fatalf("a format-3 keyset loads, or does not say to upgrade: %v", err)
 	}
@@ -82,11 +83,11 @@ func TestUpgradeFromV3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(path, doc, 0o600) // as the store's write over the old document does
+	testkit.Check(os.WriteFile(path, doc, 0o600)) // as the store's write over the old document does
 	if _, _, err := Load(ctx, path, &LoadOptions{KEK: "local:kek"}); err != nil {
 		t.Fatalf("the upgraded keyset: %v", err)
 	}
-	cur, _ := os.ReadFile(path)
+	cur := testkit.Must(os.ReadFile(path))
 	if _, err := Upgrade(ctx, cur, kek, "local:kek", now); err == nil {
 		t.Fatal("a format-4 keyset upgraded again")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"
 	"github.com/stateseal/stateseal/mrtr"
@@ -22,8 +23,8 @@ type userKey struct{}
 // RequestState, bound to the user your HTTP authentication put in the
 // context, and opens it on the retry.
 func Example() {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	sealer := testkit.Must(seal.New(ring, nil))
 	a, err := mcpgo.New(sealer, &mcpgo.Options{
 		Options: mrtr.Options{Audience: "https://flights.example"},
 		Principal: func(ctx context.Context, _ http.Header) string {
@@ -55,10 +56,10 @@ func Example() {
 			params["requestState"] = state
 			params["inputResponses"] = map[string]any{"confirm": map[string]any{"action": "accept"}}
 		}
-		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-		out, _ := json.Marshal(srv.HandleMessage(ctx, msg))
+		msg := testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+		out := testkit.Must(json.Marshal(srv.HandleMessage(ctx, msg)))
 		var resp struct{ Result map[string]any }
-		json.Unmarshal(out, &resp)
+		testkit.Check(json.Unmarshal(out, &resp))
 		return resp.Result
 	}
 	first := call("")

@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"
 	"github.com/stateseal/stateseal/mrtr"
@@ -31,8 +32,8 @@ type guarded struct {
 
 func newGuarded(t *testing.T) *guarded {
 	g := &guarded{metrics: &mrtr.Counters{}}
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
 	a, err := mcpgo.New(s, &mcpgo.Options{
 		Options: mrtr.Options{Audience: "test", Metrics: g.metrics,
 			SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)},

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stateseal/stateseal/internal/metricstest"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"
 	"github.com/stateseal/stateseal/mrtr"
@@ -27,8 +28,8 @@ import (
 // targets keep their names.
 func TestBoundedLabels(t *testing.T) {
 	sinks := metricstest.New(t)
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
 	a, err := mcpgo.New(s, &mcpgo.Options{
 		Options:   mrtr.Options{Audience: "test", Metrics: sinks},
 		Principal: func(_ context.Context, h http.Header) string { return h.Get("X-Test-User") },

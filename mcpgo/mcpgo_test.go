@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"
 	"github.com/stateseal/stateseal/mrtr"
@@ -38,7 +39,7 @@ func (f *fixture) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f
 
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{metrics: &mrtr.Counters{}, now: time.Now()}
-	ring, _ := keyring.Generate(keyring.MAC)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
 	s, err := seal.New(ring, &seal.Options{Now: f.clock})
 	if err != nil {
 		t.Fatal(err)
@@ -235,8 +236,8 @@ func TestPrompt(t *testing.T) {
 // says why.
 func TestNoPrincipal(t *testing.T) {
 	var log bytes.Buffer
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
 	a, err := mcpgo.New(s, &mcpgo.Options{Options: mrtr.Options{Audience: "test", Logger: slog.New(slog.NewTextHandler(&log, nil))}})
 	if err != nil {
 		t.Fatal(err)
@@ -247,18 +248,18 @@ func TestNoPrincipal(t *testing.T) {
 			Elicit("confirm", mcp.ElicitationParams{Mode: mcp.ElicitationModeForm, Message: "Sure?", RequestedSchema: map[string]any{"type": "object"}}).
 			ToolResult(), nil
 	})
-	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "book", "_meta": map[string]any{
+	msg := testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "book", "_meta": map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    mcp.ProtocolVersion20260728,
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
-	}}})
-	out, _ := json.Marshal(srv.HandleMessage(context.Background(), msg))
+	}}}))
+	out := testkit.Must(json.Marshal(srv.HandleMessage(context.Background(), msg)))
 	var resp struct {
 		Error *struct {
 			Code    int
 			Message string
 		}
 	}
-	json.Unmarshal(out, &resp)
+	testkit.Check(json.Unmarshal(out, &resp))
 	if resp.Error == nil || resp.Error.Code != -32603 || resp.Error.Message != "cannot seal requestState" {
 		t.Fatalf("got %s", out)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // TestRoundTrip: the SDK client answers the elicitation and retries by
@@ -116,7 +117,7 @@ func checkRejected(t *testing.T, name string, err error, reason string) {
 		t.Fatalf("%s: error %v, want a JSON-RPC error", name, err)
 	}
 	var data map[string]any
-	json.Unmarshal(je.Data, &data)
+	testkit.Check(json.Unmarshal(je.Data, &data))
 	if je.Code != jsonrpc.CodeInvalidParams || je.Message != "invalid requestState: "+reason || len(data) != 1 || data["reason"] != reason {
 		t.Fatalf("%s: code %d, message %q, data %s; want -32602, \"invalid requestState: %[5]s\", reason %[5]q", name, je.Code, je.Message, je.Data, reason)
 	}

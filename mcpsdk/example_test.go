@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
@@ -19,8 +20,8 @@ import (
 // server with mcp.StreamableHTTPOptions{Stateless: true}.
 func Example() {
 	ctx := context.Background()
-	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	sealer := testkit.Must(seal.New(ring, nil))
 	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
 		Audience: "https://flights.example",
 		// This example's client does not authenticate; a real server
@@ -43,13 +44,13 @@ func Example() {
 	})
 
 	st, ct := mcp.NewInMemoryTransports()
-	ss, _ := server.Connect(ctx, st, nil)
+	ss := testkit.Must(server.Connect(ctx, st, nil))
 	defer ss.Close()
 	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-	cs, _ := client.Connect(ctx, ct, nil)
+	cs := testkit.Must(client.Connect(ctx, ct, nil))
 	defer cs.Close()
 
-	res, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "book"})
+	res := testkit.Must(cs.CallTool(ctx, &mcp.CallToolParams{Name: "book"}))
 	fmt.Println("client sees plaintext:", res.RequestState == "fare=129")
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "book", RequestState: res.RequestState,
 		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}})

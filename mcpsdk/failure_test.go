@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
@@ -37,10 +38,10 @@ func TestAmbiguousArguments(t *testing.T) {
 // key activates in an hour), the request fails with -32603 and the
 // plaintext never reaches the client.
 func TestSealFailure(t *testing.T) {
-	k, _ := keyring.NewKey(keyring.AEAD, time.Now(), time.Now().Add(time.Hour), nil)
-	snap, _ := keyring.NewSnapshot([]keyring.Key{k})
-	ring, _ := keyring.NewRing(snap)
-	s, _ := seal.New(ring, nil)
+	k := testkit.Must(keyring.NewKey(keyring.AEAD, time.Now(), time.Now().Add(time.Hour), nil))
+	snap := testkit.Must(keyring.NewSnapshot([]keyring.Key{k}))
+	ring := testkit.Must(keyring.NewRing(snap))
+	s := testkit.Must(seal.New(ring, nil))
 	a, err := mcpsdk.New(s, &mcpsdk.Options{Options: mrtr.Options{Audience: "test"}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stateseal/stateseal/internal/metricstest"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
@@ -25,8 +26,8 @@ import (
 // template a resource URI matched included, keep their names.
 func TestBoundedLabels(t *testing.T) {
 	sinks := metricstest.New(t)
-	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	sealer := testkit.Must(seal.New(ring, nil))
 	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{Audience: "test", AllowAnonymous: true, Metrics: sinks}})
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +58,10 @@ func TestBoundedLabels(t *testing.T) {
 		return &mcp.ReadResourceResult{InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Sure?"}}, RequestState: "s"}, nil
 	})
 	st, ct := mcp.NewInMemoryTransports()
-	ss, _ := server.Connect(ctx, st, nil)
+	ss := testkit.Must(server.Connect(ctx, st, nil))
 	defer ss.Close()
 	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-	cs, _ := c.Connect(ctx, ct, nil)
+	cs := testkit.Must(c.Connect(ctx, ct, nil))
 	defer cs.Close()
 
 	const marker = "EVIL"

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
@@ -23,8 +24,8 @@ import (
 // the handler does not run; after a restart of the server, with the
 // in-memory guard, it is answered -32602 "unvouched", and does not run.
 func TestSingleUseReplayed(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	sealer, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	sealer := testkit.Must(seal.New(ring, nil))
 	paid := 0
 	// start starts the server with a guard of its own, as a process does:
 	// a restart is a second start.
@@ -46,10 +47,10 @@ func TestSingleUseReplayed(t *testing.T) {
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Pay?"}}, RequestState: "confirmed"}, nil, nil
 		})
 		st, ct := mcp.NewInMemoryTransports()
-		ss, _ := server.Connect(ctx, st, nil)
+		ss := testkit.Must(server.Connect(ctx, st, nil))
 		t.Cleanup(func() { ss.Close() })
 		c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-		cs, _ := c.Connect(ctx, ct, nil)
+		cs := testkit.Must(c.Connect(ctx, ct, nil))
 		t.Cleanup(func() { cs.Close() })
 		return cs
 	}
@@ -61,7 +62,7 @@ func TestSingleUseReplayed(t *testing.T) {
 			t.Fatalf("replay: %v, want -32602", err)
 		}
 		var data struct{ Reason string }
-		json.Unmarshal(je.Data, &data)
+		testkit.Check(json.Unmarshal(je.Data, &data))
 		return data.Reason
 	}
 	cs := start()
@@ -88,7 +89,7 @@ func TestSingleUseReplayed(t *testing.T) {
 // whose token is over the default 64 KiB bound completes its flow once on
 // a sealer configured for such tokens, and its replay is refused.
 func TestSingleUseLargeState(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.AEAD)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
 	sealer, err := seal.New(ring, &seal.Options{MaxTokenLen: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +113,10 @@ func TestSingleUseLargeState(t *testing.T) {
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Pay?"}}, RequestState: state}, nil, nil
 	})
 	st, ct := mcp.NewInMemoryTransports()
-	ss, _ := server.Connect(ctx, st, nil)
+	ss := testkit.Must(server.Connect(ctx, st, nil))
 	defer ss.Close()
 	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-	cs, _ := c.Connect(ctx, ct, nil)
+	cs := testkit.Must(c.Connect(ctx, ct, nil))
 	defer cs.Close()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pay"})
 	if err != nil {
@@ -140,9 +141,9 @@ func TestSingleUseLargeState(t *testing.T) {
 // arguments, in the same second, under a MAC key. Both flows complete;
 // replaying either is refused.
 func TestSingleUseTwoFlowsOneSecond(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.MAC)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
 	now := time.Now() // stopped: both flows seal in this second
-	sealer, _ := seal.New(ring, &seal.Options{Now: func() time.Time { return now }})
+	sealer := testkit.Must(seal.New(ring, &seal.Options{Now: func() time.Time { return now }}))
 	a, err := mcpsdk.New(sealer, &mcpsdk.Options{Options: mrtr.Options{
 		Audience: "test", AllowAnonymous: true, Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0),
@@ -161,10 +162,10 @@ func TestSingleUseTwoFlowsOneSecond(t *testing.T) {
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Pay?"}}, RequestState: "confirmed"}, nil, nil
 	})
 	st, ct := mcp.NewInMemoryTransports()
-	ss, _ := server.Connect(ctx, st, nil)
+	ss := testkit.Must(server.Connect(ctx, st, nil))
 	defer ss.Close()
 	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-	cs, _ := c.Connect(ctx, ct, nil)
+	cs := testkit.Must(c.Connect(ctx, ct, nil))
 	defer cs.Close()
 	args := map[string]any{"amount": 5}
 	var retries []*mcp.CallToolParams

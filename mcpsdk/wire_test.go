@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
@@ -43,8 +44,8 @@ func (g *flakyGuard) Use(ctx context.Context, id []byte, issued, exp time.Time) 
 // asks once; "pay" does too, and is single use.
 func wireServer(t *testing.T) (url string, clk *clock, guard *flakyGuard) {
 	clk = &clock{t: time.Now()}
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, &seal.Options{Now: clk.now})
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, &seal.Options{Now: clk.now}))
 	guard = &flakyGuard{Guard: replay.NewMemory(0)}
 	quiet := slog.New(slog.DiscardHandler)
 	a, err := mcpsdk.New(s, &mcpsdk.Options{Options: mrtr.Options{Audience: "https://mcp.example.com",
@@ -111,8 +112,8 @@ func post(t *testing.T, url, user string, id int, tool string, params map[string
 	for k, v := range params {
 		p[k] = v
 	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": p})
-	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	body := testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": p}))
+	req := testkit.Must(http.NewRequest("POST", url, bytes.NewReader(body)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
@@ -126,7 +127,7 @@ func post(t *testing.T, url, user string, id int, tool string, params map[string
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw := testkit.Must(io.ReadAll(resp.Body))
 	a := wireAnswer{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: string(raw)}
 	data := raw
 	if strings.HasPrefix(a.ctype, "text/event-stream") {
@@ -226,7 +227,7 @@ func TestWire(t *testing.T) {
 	headers := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "book", "Authorization": "Bearer alice"}
 	send := func(body string, omit string) (int, string) {
-		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req := testkit.Must(http.NewRequest("POST", url, strings.NewReader(body)))
 		for k, v := range headers {
 			if k != omit {
 				req.Header.Set(k, v)
@@ -237,7 +238,7 @@ func TestWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
+		raw := testkit.Must(io.ReadAll(resp.Body))
 		return resp.StatusCode, string(raw)
 	}
 	if st, body := send(`{"jsonrpc":"2.0","id":26,"method":"tools/call","params":{"name":"book"}}`, ""); st != 400 ||

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
@@ -17,8 +18,8 @@ import (
 func TestRejectionIgnoresArguments(t *testing.T) {
 	m, c := newStates(t, mrtr.Options{})
 	big := []byte(`{"blob":"` + strings.Repeat("x", 3<<20) + `"}`)
-	other, _ := keyring.Generate(keyring.AEAD)
-	os, _ := seal.New(other, nil)
+	other := testkit.Must(keyring.Generate(keyring.AEAD))
+	os := testkit.Must(seal.New(other, nil))
 	unknown, err := os.Seal(seal.Binding{}, []byte("s"), 0)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
@@ -13,8 +14,8 @@ import (
 // A handler's state sealed for one request opens only on the retry of the
 // same request: same tool, same user, same arguments.
 func Example() {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
 	m, err := mrtr.New(s, &mrtr.Options{Audience: "https://flights.example"})
 	if err != nil {
 		log.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
@@ -29,16 +30,16 @@ func (l *labelled) Rejected(method, target, reason string) {
 // target it likes; a method other than the three as Unknown; and never
 // longer than 128 bytes.
 func TestLabels(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.MAC)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
 	now := time.Now()
-	s, _ := seal.New(ring, &seal.Options{Now: func() time.Time { return now }})
+	s := testkit.Must(seal.New(ring, &seal.Options{Now: func() time.Time { return now }}))
 	l := &labelled{}
 	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: l})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "book", Principal: "p"}
-	tok, _ := m.Seal(r, "s")
+	tok := testkit.Must(m.Seal(r, "s"))
 	m.Open(ctx, r, tok)
 	m.Open(ctx, r, tok+"A")
 	now = now.Add(time.Hour)
@@ -85,7 +86,7 @@ func TestBoundedErrors(t *testing.T) {
 	}
 	ok := r
 	ok.Arguments = nil
-	tok, _ := m.Seal(ok, "s")
+	tok := testkit.Must(m.Seal(ok, "s"))
 	_, err = m.Open(ctx, r, tok)
 	if !errors.Is(err, mrtr.ErrArguments) || len(err.Error()) > 512 {
 		t.Fatalf("Open: %d bytes of error text, ErrArguments %v", len(err.Error()), errors.Is(err, mrtr.ErrArguments))

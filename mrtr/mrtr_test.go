@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
@@ -14,8 +15,8 @@ import (
 
 func newStates(t *testing.T, o mrtr.Options) (*mrtr.States, *mrtr.Counters) {
 	t.Helper()
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
 	c := &mrtr.Counters{}
 	o.Metrics = c
 	if o.Audience == "" {
@@ -58,8 +59,8 @@ func TestSealOpen(t *testing.T) {
 	}
 	slow := r
 	slow.Target = "slow"
-	tok, _ = m.Seal(slow, "s")
-	if h, _ := seal.Inspect(tok); h.Expiry.Sub(h.IssuedAt) != time.Hour {
+	tok = testkit.Must(m.Seal(slow, "s"))
+	if h := testkit.Must(seal.Inspect(tok)); h.Expiry.Sub(h.IssuedAt) != time.Hour {
 		t.Fatalf("per-target TTL: %v", h.Expiry.Sub(h.IssuedAt))
 	}
 	v := c.Values()
@@ -72,8 +73,8 @@ func TestNewRejects(t *testing.T) {
 	if _, err := mrtr.New(nil, &mrtr.Options{}); err == nil {
 		t.Fatal("nil sealer accepted")
 	}
-	ring, _ := keyring.Generate(keyring.MAC)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
+	s := testkit.Must(seal.New(ring, nil))
 	if _, err := mrtr.New(s, &mrtr.Options{Audience: "a", TTL: map[string]time.Duration{"t": -1}}); err == nil {
 		t.Fatal("negative TTL accepted")
 	}
@@ -90,7 +91,7 @@ func TestNewRejects(t *testing.T) {
 func TestCall(t *testing.T) {
 	m, c := newStates(t, mrtr.Options{})
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "t", Principal: "p", Arguments: []byte(`{"a":1}`)}
-	first, _ := m.Seal(r, "round=1")
+	first := testkit.Must(m.Seal(r, "round=1"))
 	call := m.Call(r)
 	if got, err := call.Open(ctx, first); err != nil || got != "round=1" {
 		t.Fatalf("Open = %q, %v", got, err)
@@ -99,7 +100,7 @@ func TestCall(t *testing.T) {
 	if err != nil || next == first {
 		t.Fatalf("Seal = %q, %v", next, err)
 	}
-	if got, _ := m.Open(ctx, r, next); got != "round=2" {
+	if got := testkit.Must(m.Open(ctx, r, next)); got != "round=2" {
 		t.Fatalf("next round opens to %q", got)
 	}
 	bad := m.Call(mrtr.Request{Principal: "p", Arguments: []byte(`{"a":1,"a":2}`)})

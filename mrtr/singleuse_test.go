@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/replay"
@@ -24,7 +25,7 @@ func TestSingleUse(t *testing.T) {
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p", Arguments: []byte(`{"amount":1}`)}
 	look := pay
 	look.Target = "look"
-	tok, _ := m.Seal(pay, "s")
+	tok := testkit.Must(m.Seal(pay, "s"))
 	if got, err := m.Open(ctx, pay, tok); err != nil || got != "s" {
 		t.Fatalf("first use: %q %v", got, err)
 	}
@@ -37,7 +38,7 @@ func TestSingleUse(t *testing.T) {
 		t.Fatalf("forged: %v", err)
 	}
 	// Targets not named stay reusable within their lifetime.
-	tok, _ = m.Seal(look, "s")
+	tok = testkit.Must(m.Seal(look, "s"))
 	for range 3 {
 		if _, err := m.Open(ctx, look, tok); err != nil {
 			t.Fatalf("a target that is not single use: %v", err)
@@ -54,15 +55,15 @@ func TestSingleUse(t *testing.T) {
 func TestSingleUseUnavailable(t *testing.T) {
 	m, _ := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: unavailable{}})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
-	tok, _ := m.Seal(pay, "s")
+	tok := testkit.Must(m.Seal(pay, "s"))
 	if _, err := m.Open(ctx, pay, tok); !errors.Is(err, replay.ErrUnavailable) || mrtr.Reason(err) != "unavailable" {
 		t.Fatalf("guard unavailable: %v", err)
 	}
 }
 
 func sealerOf(t *testing.T) *seal.Sealer {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
 	return s
 }
 
@@ -72,7 +73,7 @@ func sealerOf(t *testing.T) *seal.Sealer {
 // such a state never opened.
 func TestSingleUseLargeState(t *testing.T) {
 	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
-		ring, _ := keyring.Generate(alg)
+		ring := testkit.Must(keyring.Generate(alg))
 		s, err := seal.New(ring, &seal.Options{MaxTokenLen: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
@@ -105,9 +106,9 @@ func TestSingleUseLargeState(t *testing.T) {
 // so the second flow is not refused as a replay of the first, and each
 // token still opens once.
 func TestSingleUseSameSecond(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.MAC)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
 	now := time.Now() // stopped: every seal is in this second; the guard's own clock runs
-	s, _ := seal.New(ring, &seal.Options{Now: func() time.Time { return now }})
+	s := testkit.Must(seal.New(ring, &seal.Options{Now: func() time.Time { return now }}))
 	m, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
 		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {
@@ -118,14 +119,14 @@ func TestSingleUseSameSecond(t *testing.T) {
 	look.Target = "look"
 
 	// Without single use, a MAC seal is deterministic: the same token.
-	l1, _ := m.Seal(look, "confirm")
-	l2, _ := m.Seal(look, "confirm")
+	l1 := testkit.Must(m.Seal(look, "confirm"))
+	l2 := testkit.Must(m.Seal(look, "confirm"))
 	if l1 != l2 {
 		t.Fatal("two MAC seals of one state, binding and second differ: the test no longer shows the case")
 	}
 
-	first, _ := m.Seal(pay, "confirm")
-	second, _ := m.Seal(pay, "confirm") // the second flow, same second
+	first := testkit.Must(m.Seal(pay, "confirm"))
+	second := testkit.Must(m.Seal(pay, "confirm")) // the second flow, same second
 	if first == second {
 		t.Fatal("two single-use flows got one token: the second would be refused as a replay")
 	}
@@ -147,9 +148,9 @@ func TestSingleUseSameSecond(t *testing.T) {
 // to its state or cut from it.
 func TestSingleUseChangedPredicate(t *testing.T) {
 	s := sealerOf(t)
-	plain, _ := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{}})
-	single, _ := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
-		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
+	plain := testkit.Must(mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{}}))
+	single := testkit.Must(mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: &mrtr.Counters{},
+		SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)}))
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
 	state := strings.Repeat("s", 40)
 	for _, c := range []struct {
@@ -177,8 +178,8 @@ func TestSingleUseChangedPredicate(t *testing.T) {
 // states a client can read: the instance id is authenticated with them.
 func TestSingleUseUnvouched(t *testing.T) {
 	for _, alg := range []keyring.Algorithm{keyring.MAC, keyring.AEAD} {
-		ring, _ := keyring.Generate(alg)
-		s, _ := seal.New(ring, nil)
+		ring := testkit.Must(keyring.Generate(alg))
+		s := testkit.Must(seal.New(ring, nil))
 		states := func(g replay.Guard) *mrtr.States {
 			m, err := mrtr.New(s, &mrtr.Options{Audience: "a", SingleUse: mrtr.Targets("pay"), Replay: g, Metrics: &mrtr.Counters{}})
 			if err != nil {
@@ -212,7 +213,7 @@ func TestSingleUseUnvouched(t *testing.T) {
 func TestSingleUseRelease(t *testing.T) {
 	m, _ := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
-	tok, _ := m.Seal(pay, "s")
+	tok := testkit.Must(m.Seal(pay, "s"))
 	c := m.Call(pay)
 	if _, err := c.Open(ctx, tok); err != nil {
 		t.Fatal(err)

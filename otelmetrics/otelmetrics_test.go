@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mrtr"
@@ -32,7 +33,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	backends.GenerateLocal(filepath.Join(dir, "kek"))
+	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "kek")))
 	path := filepath.Join(dir, "keyset.json")
 	o := &rotation.Options{KEK: "local:kek", Logger: slog.New(slog.DiscardHandler)}
 	if _, err := rotation.Init(ctx, path, "local:kek", keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
@@ -46,13 +47,13 @@ func TestMetrics(t *testing.T) {
 	if err := m.ObserveLoader(l, ring); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := seal.New(ring, nil)
+	s := testkit.Must(seal.New(ring, nil))
 	ms, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: m, SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
-	tok, _ := ms.Seal(r, "s")
+	tok := testkit.Must(ms.Seal(r, "s"))
 	ms.Open(ctx, r, tok)       // opened
 	ms.Open(ctx, r, tok)       // replayed
 	ms.Open(ctx, r, tok+"AAA") // invalid
@@ -142,14 +143,14 @@ func TestTeeWithLog(t *testing.T) {
 	if _, ok := tee.(mrtr.LatencyMetrics); !ok {
 		t.Fatal("the tee of a LatencyMetrics does not time")
 	}
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
 	ms, err := mrtr.New(s, &mrtr.Options{Audience: "a", Metrics: tee})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := mrtr.Request{Method: mrtr.MethodCallTool, Target: "book", Principal: "p", Label: "book"}
-	tok, _ := ms.Seal(r, "s")
+	tok := testkit.Must(ms.Seal(r, "s"))
 	if _, err := ms.Open(ctx, r, tok); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -20,14 +21,14 @@ func TestExportImport(t *testing.T) {
 	if err != nil || ks.Version != 1 {
 		t.Fatalf("export: %v, %+v", err, ks)
 	}
-	raw, _ := os.ReadFile(path)
+	raw := testkit.Must(os.ReadFile(path))
 	if string(v1) != string(raw) {
 		t.Fatal("export is not the document as stored")
 	}
 	if _, err := Rotate(ctx, path, nil, o); err != nil {
 		t.Fatal(err)
 	}
-	v2, _, _ := Export(ctx, path, o)
+	v2, _ := testkit.Must2(Export(ctx, path, o))
 
 	// Into an empty location, beside the same KEK file.
 	dir := filepath.Dir(path)
@@ -50,7 +51,7 @@ func TestExportImport(t *testing.T) {
 	if _, err := Rotate(ctx, other, nil, o); err != nil {
 		t.Fatal(err)
 	}
-	v3, _, _ := Export(ctx, path, o)
+	v3, _ := testkit.Must2(Export(ctx, path, o))
 	if _, err := Import(ctx, other, v3, nil, o); !errors.Is(err, keyset.ErrFork) {
 		t.Fatalf("a fork: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -30,9 +31,9 @@ func TestCorruptWrappedKey(t *testing.T) {
 	}
 	ks := read(t, path)
 	bad := ks.Keys[1].ID
-	k, _ := keyring.NewKey(keyring.AEAD, t0, t0, nil)
+	k := testkit.Must(keyring.NewKey(keyring.AEAD, t0, t0, nil))
 	k.ID = bad
-	elsewhere, _ := (&keyset.Keyset{ID: "ks-elsewhere"}).Wrap(ctx, kek, k)
+	elsewhere := testkit.Must((&keyset.Keyset{ID: "ks-elsewhere"}).Wrap(ctx, kek, k))
 	ks.Keys[1].Wrapped = elsewhere.Wrapped
 	ks.Follow(ks.Clone())
 	if err := ks.Authenticate(ctx, kek); err != nil {

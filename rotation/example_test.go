@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
 )
@@ -16,11 +17,11 @@ import (
 // A routine rotation: the new key waits one propagation delay, and the old
 // one can be retired once every token it sealed has expired.
 func ExampleRotate() {
-	dir, _ := os.MkdirTemp("", "stateseal")
+	dir := testkit.Must(os.MkdirTemp("", "stateseal"))
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "keyset.json")
 	ctx := context.Background()
-	backends.GenerateLocal(filepath.Join(dir, "kek"))
+	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "kek")))
 
 	now := time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
 	o := &rotation.Options{KEK: "local:kek", Now: func() time.Time { return now }}

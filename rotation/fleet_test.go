@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/seal"
@@ -90,8 +91,8 @@ func TestFleetRotation(t *testing.T) {
 	clk.advance(3 * time.Minute) // the new key is active now
 	step("after activation")
 	for _, in := range []*instance{a, b} {
-		tok, _ := in.sealer.Seal(bind, nil, time.Minute)
-		if h, _ := seal.Inspect(tok); h.KeyID != res.Key {
+		tok := testkit.Must(in.sealer.Seal(bind, nil, time.Minute))
+		if h := testkit.Must(seal.Inspect(tok)); h.KeyID != res.Key {
 			t.Fatalf("%s seals with %08x after activation, want the new key", in.name, h.KeyID)
 		}
 	}
@@ -122,7 +123,7 @@ func TestRewrap(t *testing.T) {
 	Rotate(ctx, path, &RotateOptions{Immediate: true}, o)
 	in := newInstance(t, "a", path, clk)
 	bind := seal.Binding{Target: "x"}
-	tok, _ := in.sealer.Seal(bind, []byte("before"), time.Minute)
+	tok := testkit.Must(in.sealer.Seal(bind, []byte("before"), time.Minute))
 
 	dir := filepath.Dir(path)
 	if err := backends.GenerateLocal(filepath.Join(dir, "kek2")); err != nil {
@@ -165,7 +166,7 @@ func TestPolicyBoundsSealer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ring, _ := keyring.NewRing(snap)
+	ring := testkit.Must(keyring.NewRing(snap))
 	for _, tc := range []struct {
 		maxTTL time.Duration
 		want   time.Duration
@@ -177,15 +178,15 @@ func TestPolicyBoundsSealer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tok, _ := s.Seal(seal.Binding{}, nil, 2*time.Hour)
-		h, _ := seal.Inspect(tok)
+		tok := testkit.Must(s.Seal(seal.Binding{}, nil, 2*time.Hour))
+		h := testkit.Must(seal.Inspect(tok))
 		if got := h.Expiry.Sub(h.IssuedAt); got != tc.want {
 			t.Errorf("lifetime %v, want %v", got, tc.want)
 		}
 	}
 	// A looser skew option does not stretch the policy's 30 s either.
-	s, _ := seal.New(ring, &seal.Options{Now: clk.now, Skew: 5 * time.Minute})
-	tok, _ := s.Seal(seal.Binding{}, nil, time.Minute)
+	s := testkit.Must(seal.New(ring, &seal.Options{Now: clk.now, Skew: 5 * time.Minute}))
+	tok := testkit.Must(s.Seal(seal.Binding{}, nil, time.Minute))
 	clk.advance(time.Minute + 31*time.Second)
 	if _, err := s.Open(seal.Binding{}, tok); !errors.Is(err, seal.ErrExpired) {
 		t.Fatalf("skew beyond the policy: %v, want ErrExpired", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	_ "github.com/stateseal/stateseal/backends/vault"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -77,7 +78,7 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer running.Close()
-	runningSealer, _ := seal.New(ring, nil)
+	runningSealer := testkit.Must(seal.New(ring, nil))
 
 	// The leak: a new primary, the leaked key retired by force and pruned.
 	if _, err := rotation.Rotate(ctx, loc, &rotation.RotateOptions{Immediate: true}, o); err != nil {

@@ -113,7 +113,7 @@ func TestRetireSafety(t *testing.T) {
 	if _, err := Retire(ctx, path, old, &RetireOptions{Force: true}, o); err == nil || !strings.Contains(err.Error(), "no key able to seal") {
 		t.Fatalf("force-retiring the only key: %v", err)
 	}
-	res, _ := Rotate(ctx, path, nil, o)
+	res := testkit.Must(Rotate(ctx, path, nil, o))
 	succ, _ := read(t, path).Key(res.Key)
 	safe := succ.Activation.Add(time.Hour + 30*time.Second) // + max TTL + skew
 	if at, ok := SafeToRetire(read(t, path), old); !ok || !at.Equal(safe) {
@@ -155,7 +155,7 @@ func TestDemotePromote(t *testing.T) {
 	if _, err := Demote(ctx, path, old, o); err == nil || !strings.Contains(err.Error(), "primary") {
 		t.Fatalf("demoting the primary: %v", err)
 	}
-	res, _ := Rotate(ctx, path, nil, o)
+	res := testkit.Must(Rotate(ctx, path, nil, o))
 	clk.advance(10 * time.Minute)
 	if _, err := Demote(ctx, path, old, o); err != nil {
 		t.Fatalf("demoting a superseded key: %v", err)
@@ -183,11 +183,11 @@ func TestDemotePromote(t *testing.T) {
 func TestPrune(t *testing.T) {
 	path, clk, o := setup(t)
 	old := read(t, path).Keys[0].ID
-	before, _ := os.ReadFile(path)
+	before := testkit.Must(os.ReadFile(path))
 	if res, err := Prune(ctx, path, o); err != nil || len(res.Warnings) != 1 {
 		t.Fatalf("prune with nothing to prune: %v %v", res.Warnings, err)
 	}
-	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+	if after := testkit.Must(os.ReadFile(path)); !bytes.Equal(before, after) {
 		t.Fatal("prune with nothing to prune wrote the keyset")
 	}
 	Rotate(ctx, path, nil, o)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 func helper(spec string) int {
 	var path string
 	var n int
-	fmt.Sscanf(spec, "%d %s", &n, &path)
+	_ = testkit.Must(fmt.Sscanf(spec, "%d %s", &n, &path))
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	for i := 0; n < 0 || i < n; i++ {
@@ -128,7 +129,7 @@ func TestKillDuringRotation(t *testing.T) {
 	if _, err := Rotate(ctx, path, nil, &Options{KEK: "local:kek", Logger: discard}); err != nil {
 		t.Fatal(err)
 	}
-	if tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp")); len(tmp) != 0 {
+	if tmp := testkit.Must(filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp"))); len(tmp) != 0 {
 		t.Fatalf("temporary files left after a clean write: %v", tmp)
 	}
 }
@@ -148,11 +149,11 @@ func TestSchedulerRetires(t *testing.T) {
 		t.Fatalf("first tick: %+v, %v", tr, err)
 	}
 	clk.advance(10*time.Minute + time.Hour) // activation + max TTL, skew not yet
-	if tr, _ := s.Tick(ctx); tr.Rotated != 0 || len(tr.Retired) != 0 {
+	if tr := testkit.Must(s.Tick(ctx)); tr.Rotated != 0 || len(tr.Retired) != 0 {
 		t.Fatalf("tick before it is safe: %+v", tr)
 	}
 	clk.advance(30 * time.Second)
-	if tr, _ := s.Tick(ctx); len(tr.Retired) != 1 || tr.Retired[0] != old {
+	if tr := testkit.Must(s.Tick(ctx)); len(tr.Retired) != 1 || tr.Retired[0] != old {
 		t.Fatalf("tick once safe: %+v", tr)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -48,22 +49,22 @@ func TestRefusalsChangeNothing(t *testing.T) {
 			return err
 		},
 	} {
-		before, _ := os.ReadFile(path)
+		before := testkit.Must(os.ReadFile(path))
 		if err := op(); err == nil {
 			t.Errorf("%s: no error", name)
 		}
-		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		if after := testkit.Must(os.ReadFile(path)); !bytes.Equal(before, after) {
 			t.Errorf("%s: the keyset changed", name)
 		}
 	}
 	if _, err := Prune(ctx, path, o); err != nil { // the one retired key
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(path)
+	before := testkit.Must(os.ReadFile(path))
 	if res, err := Prune(ctx, path, o); err != nil || len(res.Warnings) == 0 {
 		t.Errorf("prune with nothing retired: %v, %v; want a warning and no error", res.Warnings, err)
 	}
-	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+	if after := testkit.Must(os.ReadFile(path)); !bytes.Equal(before, after) {
 		t.Error("prune with nothing retired changed the keyset")
 	}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/seal"
@@ -35,7 +36,7 @@ func TestAttackSchedulerLaundersRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaked := init.Key
-	v1, _ := os.ReadFile(path)
+	v1 := testkit.Must(os.ReadFile(path))
 	lo := keyset.LoadOptions{KEK: "local:kek", Now: clk.now}
 	// The leak: whoever has the key seals their own tokens.
 	snap, _, err := keyset.Load(ctx, path, &lo)
@@ -43,9 +44,9 @@ func TestAttackSchedulerLaundersRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, _ := snap.Lookup(leaked)
-	evilSnap, _ := keyring.NewSnapshot([]keyring.Key{*k})
-	evilRing, _ := keyring.NewRing(evilSnap)
-	attacker, _ := seal.New(evilRing, &seal.Options{Now: clk.now})
+	evilSnap := testkit.Must(keyring.NewSnapshot([]keyring.Key{*k}))
+	evilRing := testkit.Must(keyring.NewRing(evilSnap))
+	attacker := testkit.Must(seal.New(evilRing, &seal.Options{Now: clk.now}))
 	b := seal.Binding{Method: "tools/call", Target: "transfer", Principal: "mallory"}
 
 	running := &keyset.Loader{Path: path, Options: lo, Logger: slog.New(slog.DiscardHandler)}
@@ -54,7 +55,7 @@ func TestAttackSchedulerLaundersRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer running.Close()
-	victim, _ := seal.New(ring, &seal.Options{Now: clk.now})
+	victim := testkit.Must(seal.New(ring, &seal.Options{Now: clk.now}))
 
 	clk.advance(time.Hour)
 	if _, err := Rotate(ctx, path, &RotateOptions{Immediate: true}, o); err != nil {
@@ -68,13 +69,13 @@ func TestAttackSchedulerLaundersRollback(t *testing.T) {
 	}
 
 	// The attack: version 1 back in the store.
-	os.WriteFile(path, v1, 0o600)
+	testkit.Check(os.WriteFile(path, v1, 0o600))
 	s := &Scheduler{Path: path, Options: Options{KEK: "local:kek", Now: clk.now, Logger: discard}}
 	wrote := false
 	for day := 1; day <= 16; day++ {
 		clk.advance(24 * time.Hour)
 		tr, err := s.Tick(ctx)
-		if cur, _ := os.ReadFile(path); string(cur) != string(v1) && !wrote {
+		if cur := testkit.Must(os.ReadFile(path)); string(cur) != string(v1) && !wrote {
 			wrote = true
 			t.Errorf("FINDING: day %d: the scheduler (no Loader, as docs/ROTATION.md shows it) re-authenticated the rolled-back version 1 as version %d (tick %+v, %v)",
 				day, read(t, path).Version, tr, err)

@@ -87,7 +87,7 @@ func writeWith(t *testing.T, path string, ks *keyset.Keyset, o *Options) {
 // authenticated again at a new version that fresh instances would take.
 func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	path, clk, o := setup(t)
-	v1, _ := os.ReadFile(path)
+	v1 := testkit.Must(os.ReadFile(path))
 	Rotate(ctx, path, nil, o)
 	Rotate(ctx, path, nil, o)
 	l := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: o.KEK, Now: clk.now}, Logger: slog.New(slog.DiscardHandler)}
@@ -95,7 +95,7 @@ func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	os.WriteFile(path, v1, 0o600) // vault kv rollback, a restored backup
+	testkit.Check(os.WriteFile(path, v1, 0o600)) // vault kv rollback, a restored backup
 	so := *o
 	so.Loader = l
 	clk.advance(keyring.DefaultPolicy().RotationInterval)
@@ -103,7 +103,7 @@ func TestSchedulerNeverWritesBackARollback(t *testing.T) {
 	if _, err := s.Tick(ctx); !errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("tick on a rolled-back keyset: %v", err)
 	}
-	if got, _ := os.ReadFile(path); string(got) != string(v1) {
+	if got := testkit.Must(os.ReadFile(path)); string(got) != string(v1) {
 		t.Fatal("the scheduler wrote the rolled-back keyset back")
 	}
 	// An editor with a configured floor refuses it too.
@@ -128,11 +128,11 @@ func TestSchedulerStatus(t *testing.T) {
 		t.Fatalf("tick: %+v, %v", tr, err)
 	}
 	st := s.Status()
-	b, _ := json.Marshal(st)
+	b := testkit.Must(json.Marshal(st))
 	if st.LastTick.IsZero() || st.Error != "" || !strings.Contains(string(b), `"rotated":"`+keyring.FormatID(tr.Rotated)+`"`) {
 		t.Fatalf("status: %s", b)
 	}
-	os.WriteFile(path, []byte("{broken"), 0o600)
+	testkit.Check(os.WriteFile(path, []byte("{broken"), 0o600))
 	if _, err := s.Tick(ctx); err == nil || s.Status().Error == "" {
 		t.Fatalf("a failed tick: %v, %+v", err, s.Status())
 	}
@@ -150,12 +150,12 @@ func TestSchedulerRun(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- s.Run(c, time.Millisecond) }()
 	testkit.WaitFor(t, "the scheduled rotation", func() bool { return len(read(t, path).Keys) == 2 })
-	good, _ := os.ReadFile(path)
-	os.WriteFile(path+".tmp", []byte("{broken"), 0o600)
-	os.Rename(path+".tmp", path)
+	good := testkit.Must(os.ReadFile(path))
+	testkit.Check(os.WriteFile(path+".tmp", []byte("{broken"), 0o600))
+	testkit.Check(os.Rename(path+".tmp", path))
 	testkit.WaitFor(t, "failed ticks reported", func() bool { return failures.Load() >= 3 })
-	os.WriteFile(path+".tmp", good, 0o600)
-	os.Rename(path+".tmp", path)
+	testkit.Check(os.WriteFile(path+".tmp", good, 0o600))
+	testkit.Check(os.Rename(path+".tmp", path))
 	n := s.Status().LastTick
 	testkit.WaitFor(t, "a good tick again", func() bool { st := s.Status(); return st.LastTick.After(n) && st.Error == "" })
 	cancel()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/internal/envelope"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -31,7 +32,7 @@ func encode(raw []byte) string { return base64.RawURLEncoding.EncodeToString(raw
 func TestFlippedBit(t *testing.T) {
 	for _, alg := range algs {
 		s, _, _ := newSealer(t, alg)
-		tok, _ := s.Seal(testBinding, []byte("state: step 2 of 3"), time.Minute)
+		tok := testkit.Must(s.Seal(testBinding, []byte("state: step 2 of 3"), time.Minute))
 		raw := decode(t, tok)
 		for i := range raw {
 			for bit := range 8 {
@@ -68,8 +69,8 @@ func isOneOf(err error, want []error) bool {
 // field: another tool, user, method, audience, session, arguments or
 // context. Each fails like a forgery.
 func TestMovedToken(t *testing.T) {
-	argsA, _ := ArgsDigest([]byte(`{"from":"BER","to":"LIS"}`))
-	argsB, _ := ArgsDigest([]byte(`{"from":"BER","to":"OPO"}`))
+	argsA := testkit.Must(ArgsDigest([]byte(`{"from":"BER","to":"LIS"}`)))
+	argsB := testkit.Must(ArgsDigest([]byte(`{"from":"BER","to":"OPO"}`)))
 	base := testBinding
 	base.Session = "conv-1"
 	base.ArgsDigest = argsA
@@ -112,7 +113,7 @@ func TestEncoding(t *testing.T) {
 		s, _, _ := newSealer(t, alg)
 		// 20 bytes of payload make a raw length that is not a multiple of
 		// 3, so the last character carries trailing bits.
-		tok, _ := s.Seal(testBinding, make([]byte, 20), time.Minute)
+		tok := testkit.Must(s.Seal(testBinding, make([]byte, 20), time.Minute))
 		raw := decode(t, tok)
 		if len(raw)%3 == 0 {
 			t.Fatal("test needs a partial final group")
@@ -173,17 +174,17 @@ func TestKindConfusion(t *testing.T) {
 	forged := k
 	forged.Algorithm = keyring.MAC
 	clk := &fakeClock{t: t0}
-	forger, _ := New(newRing(t, forged), &Options{Now: clk.now})
+	forger := testkit.Must(New(newRing(t, forged), &Options{Now: clk.now}))
 	tok, err := forger.Seal(testBinding, []byte("state"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim, _ := New(newRing(t, k), &Options{Now: clk.now})
+	victim := testkit.Must(New(newRing(t, k), &Options{Now: clk.now}))
 	if _, err := victim.Open(testBinding, tok); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("MAC token under an AEAD key id: %v, want ErrInvalid", err)
 	}
 	// And the other way round.
-	tok, _ = victim.Seal(testBinding, []byte("state"), time.Minute)
+	tok = testkit.Must(victim.Seal(testBinding, []byte("state"), time.Minute))
 	if _, err := forger.Open(testBinding, tok); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("AEAD token under a MAC key id: %v, want ErrInvalid", err)
 	}
@@ -194,7 +195,7 @@ func TestKindConfusion(t *testing.T) {
 func TestValidationOrder(t *testing.T) {
 	for _, alg := range algs {
 		s, clk, _ := newSealer(t, alg)
-		tok, _ := s.Seal(testBinding, []byte("state"), time.Minute)
+		tok := testkit.Must(s.Seal(testBinding, []byte("state"), time.Minute))
 		raw := decode(t, tok)
 		clk.advance(time.Hour)
 		if _, err := s.Open(testBinding, tok); !errors.Is(err, ErrExpired) {
@@ -218,7 +219,7 @@ func TestAppendOpenLeavesNothing(t *testing.T) {
 	for _, alg := range algs {
 		s, clk, _ := newSealer(t, alg)
 		secret := bytes.Repeat([]byte("S"), 64)
-		tok, _ := s.AppendSeal(nil, testBinding, secret, time.Minute)
+		tok := testkit.Must(s.AppendSeal(nil, testBinding, secret, time.Minute))
 		clk.advance(time.Hour)
 		dst := make([]byte, 3, 256)
 		copy(dst, "abc")

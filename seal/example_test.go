@@ -6,6 +6,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/seal"
 )
@@ -22,7 +23,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	args, _ := seal.ArgsDigest([]byte(`{"from":"BER","to":"LIS"}`))
+	args := testkit.Must(seal.ArgsDigest([]byte(`{"from":"BER","to":"LIS"}`)))
 	b := seal.Binding{
 		Method:     "tools/call",
 		Target:     "book_flight",
@@ -54,15 +55,15 @@ func Example() {
 }
 
 func ExampleArgsDigest() {
-	a, _ := seal.ArgsDigest([]byte(`{"to":"LIS","from":"BER"}`))
-	b, _ := seal.ArgsDigest([]byte(`{ "from": "BER", "to": "LIS", "_meta": {"progressToken": 1} }`))
+	a := testkit.Must(seal.ArgsDigest([]byte(`{"to":"LIS","from":"BER"}`)))
+	b := testkit.Must(seal.ArgsDigest([]byte(`{ "from": "BER", "to": "LIS", "_meta": {"progressToken": 1} }`)))
 	fmt.Println(string(a) == string(b))
 	// Output: true
 }
 
 func ExampleSealer_AppendSeal() {
-	ring, _ := keyring.Generate(keyring.MAC)
-	s, _ := seal.New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
+	s := testkit.Must(seal.New(ring, nil))
 	b := seal.Binding{Method: "tools/call", Target: "search"}
 
 	// Reused buffers: no allocation per call once they are large enough.
@@ -81,9 +82,9 @@ func ExampleSealer_AppendSeal() {
 }
 
 func ExampleInspect() {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := seal.New(ring, nil)
-	tok, _ := s.Seal(seal.Binding{Target: "t"}, make([]byte, 16), 90*time.Second)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
+	tok := testkit.Must(s.Seal(seal.Binding{Target: "t"}, make([]byte, 16), 90*time.Second))
 
 	h, err := seal.Inspect(tok) // unverified: for logs and debugging only
 	if err != nil {

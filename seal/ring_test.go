@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -15,11 +16,11 @@ func TestKeyStates(t *testing.T) {
 	old := newKey(t, keyring.AEAD, t0.Add(-time.Hour))
 	ring := newRing(t, old)
 	clk := &fakeClock{t: t0}
-	s, _ := New(ring, &Options{Now: clk.now})
-	tok, _ := s.Seal(testBinding, []byte("old"), time.Minute)
+	s := testkit.Must(New(ring, &Options{Now: clk.now}))
+	tok := testkit.Must(s.Seal(testBinding, []byte("old"), time.Minute))
 
 	// A successor that activates in the future is not primary yet.
-	next, _ := keyring.NewKey(keyring.AEAD, t0, t0.Add(10*time.Second), []keyring.Key{old})
+	next := testkit.Must(keyring.NewKey(keyring.AEAD, t0, t0.Add(10*time.Second), []keyring.Key{old}))
 	store(t, ring, old, next)
 	if h := sealHeader(t, s); h.KeyID != old.ID {
 		t.Fatalf("sealed with %08x before the successor's activation", h.KeyID)
@@ -55,7 +56,7 @@ func TestDecryptOnlyNeverSeals(t *testing.T) {
 	b.State = keyring.DecryptOnly // newer, but may not seal
 	ring := newRing(t, a, b)
 	clk := &fakeClock{t: t0}
-	s, _ := New(ring, &Options{Now: clk.now})
+	s := testkit.Must(New(ring, &Options{Now: clk.now}))
 	if h := sealHeader(t, s); h.KeyID != a.ID {
 		t.Fatalf("sealed with %08x, want the active key %08x", h.KeyID, a.ID)
 	}
@@ -64,7 +65,7 @@ func TestDecryptOnlyNeverSeals(t *testing.T) {
 func TestNoPrimaryYet(t *testing.T) {
 	ring := newRing(t, newKey(t, keyring.MAC, t0.Add(time.Hour)))
 	clk := &fakeClock{t: t0}
-	s, _ := New(ring, &Options{Now: clk.now})
+	s := testkit.Must(New(ring, &Options{Now: clk.now}))
 	if _, err := s.Seal(testBinding, nil, time.Minute); !errors.Is(err, keyring.ErrNoPrimary) {
 		t.Fatalf("seal before any activation: %v, want keyring.ErrNoPrimary", err)
 	}
@@ -76,7 +77,7 @@ func TestNoPrimaryYet(t *testing.T) {
 func TestConcurrentSwap(t *testing.T) {
 	keys := []keyring.Key{newKey(t, keyring.AEAD, time.Time{})}
 	ring := newRing(t, keys...)
-	s, _ := New(ring, nil)
+	s := testkit.Must(New(ring, nil))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
@@ -100,7 +101,7 @@ func TestConcurrentSwap(t *testing.T) {
 		})
 	}
 	for range 50 {
-		k, _ := keyring.NewKey(keyring.AEAD, time.Now(), time.Time{}, keys)
+		k := testkit.Must(keyring.NewKey(keyring.AEAD, time.Now(), time.Time{}, keys))
 		keys = append(keys, k)
 		store(t, ring, keys...)
 		time.Sleep(time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -43,13 +44,13 @@ func TestTokensDiffer(t *testing.T) {
 	// AEAD tokens carry a random nonce; MAC tokens of the same second and
 	// input are equal by design, and differ as soon as anything bound does.
 	s, _, _ := newSealer(t, keyring.AEAD)
-	a, _ := s.Seal(testBinding, []byte("x"), time.Minute)
-	b, _ := s.Seal(testBinding, []byte("x"), time.Minute)
+	a := testkit.Must(s.Seal(testBinding, []byte("x"), time.Minute))
+	b := testkit.Must(s.Seal(testBinding, []byte("x"), time.Minute))
 	if a == b {
 		t.Fatal("two AEAD tokens are equal")
 	}
-	pa, _ := s.Open(testBinding, a)
-	pb, _ := s.Open(testBinding, b)
+	pa := testkit.Must(s.Open(testBinding, a))
+	pb := testkit.Must(s.Open(testBinding, b))
 	if !bytes.Equal(pa, pb) {
 		t.Fatal("payloads differ")
 	}
@@ -58,13 +59,13 @@ func TestTokensDiffer(t *testing.T) {
 func TestAEADHidesPayload(t *testing.T) {
 	s, _, _ := newSealer(t, keyring.AEAD)
 	secret := []byte("the-secret-state-value")
-	tok, _ := s.Seal(testBinding, secret, time.Minute)
+	tok := testkit.Must(s.Seal(testBinding, secret, time.Minute))
 	raw := decode(t, tok)
 	if bytes.Contains(raw, secret) {
 		t.Fatal("AEAD token contains the plaintext")
 	}
 	m, _, _ := newSealer(t, keyring.MAC)
-	tok, _ = m.Seal(testBinding, secret, time.Minute)
+	tok = testkit.Must(m.Seal(testBinding, secret, time.Minute))
 	if !bytes.Contains(decode(t, tok), secret) {
 		t.Fatal("MAC token does not carry the payload in the clear as documented")
 	}
@@ -76,7 +77,7 @@ func TestOverhead(t *testing.T) {
 		want int
 	}{{keyring.MAC, 45}, {keyring.AEAD, 53}} {
 		s, _, _ := newSealer(t, tc.alg)
-		tok, _ := s.Seal(testBinding, make([]byte, 100), time.Minute)
+		tok := testkit.Must(s.Seal(testBinding, make([]byte, 100), time.Minute))
 		if got := len(decode(t, tok)) - 100; got != tc.want {
 			t.Errorf("%v overhead = %d bytes, want %d", tc.alg, got, tc.want)
 		}
@@ -137,7 +138,7 @@ func TestTooLarge(t *testing.T) {
 }
 
 func TestOptionsValidated(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.MAC)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
 	for name, o := range map[string]*Options{
 		"default over max": {MaxTTL: time.Minute, DefaultTTL: 2 * time.Minute},
 		"max under 1s":     {MaxTTL: time.Millisecond},
@@ -186,12 +187,12 @@ func TestReason(t *testing.T) {
 
 func TestInspect(t *testing.T) {
 	s, _, ring := newSealer(t, keyring.AEAD)
-	tok, _ := s.Seal(testBinding, make([]byte, 10), 5*time.Minute)
+	tok := testkit.Must(s.Seal(testBinding, make([]byte, 10), 5*time.Minute))
 	h, err := Inspect(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := ring.Current().Primary(t0)
+	k := testkit.Must(ring.Current().Primary(t0))
 	if h.Algorithm != keyring.AEAD || h.KeyID != k.ID || h.Version != 2 ||
 		!h.IssuedAt.Equal(t0) || !h.Expiry.Equal(t0.Add(5*time.Minute)) ||
 		h.TokenLen != len(tok) || h.PayloadLen != 10 {
@@ -207,7 +208,7 @@ func TestInspect(t *testing.T) {
 // TestSealerInspectBound: a Sealer's Inspect decodes every token the
 // Sealer accepts, where the package's Inspect stops at the default bound.
 func TestSealerInspectBound(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.MAC)
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
 	s, err := New(ring, &Options{MaxTokenLen: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -12,7 +13,7 @@ func TestTimeBoundaries(t *testing.T) {
 	const skew = 30 * time.Second
 	for _, alg := range algs {
 		s, clk, _ := newSealer(t, alg, &Options{Skew: skew})
-		tok, _ := s.Seal(testBinding, []byte("state"), time.Minute)
+		tok := testkit.Must(s.Seal(testBinding, []byte("state"), time.Minute))
 		for _, tc := range []struct {
 			at   time.Duration // from issue
 			want error
@@ -39,14 +40,14 @@ func TestFutureToken(t *testing.T) {
 	ring := newRing(t, newKey(t, keyring.AEAD, time.Time{}))
 	ahead := &fakeClock{t: t0.Add(5 * time.Minute)}
 	onTime := &fakeClock{t: t0}
-	a, _ := New(ring, &Options{Now: ahead.now})
-	b, _ := New(ring, &Options{Now: onTime.now, Skew: time.Minute})
-	tok, _ := a.Seal(testBinding, nil, time.Hour)
+	a := testkit.Must(New(ring, &Options{Now: ahead.now}))
+	b := testkit.Must(New(ring, &Options{Now: onTime.now, Skew: time.Minute}))
+	tok := testkit.Must(a.Seal(testBinding, nil, time.Hour))
 	if _, err := b.Open(testBinding, tok); !errors.Is(err, ErrNotYetValid) {
 		t.Fatalf("token from 5 minutes ahead: %v, want ErrNotYetValid", err)
 	}
 	ahead.t = t0.Add(time.Minute)
-	tok, _ = a.Seal(testBinding, nil, time.Hour)
+	tok = testkit.Must(a.Seal(testBinding, nil, time.Hour))
 	if _, err := b.Open(testBinding, tok); err != nil {
 		t.Fatalf("token from 1 minute ahead, within skew: %v", err)
 	}
@@ -57,9 +58,9 @@ func TestFutureToken(t *testing.T) {
 func TestLifetimeOverMax(t *testing.T) {
 	ring := newRing(t, newKey(t, keyring.MAC, time.Time{}))
 	clk := &fakeClock{t: t0}
-	loose, _ := New(ring, &Options{Now: clk.now, MaxTTL: 24 * time.Hour})
-	strict, _ := New(ring, &Options{Now: clk.now, MaxTTL: time.Hour})
-	tok, _ := loose.Seal(testBinding, nil, 2*time.Hour)
+	loose := testkit.Must(New(ring, &Options{Now: clk.now, MaxTTL: 24 * time.Hour}))
+	strict := testkit.Must(New(ring, &Options{Now: clk.now, MaxTTL: time.Hour}))
+	tok := testkit.Must(loose.Seal(testBinding, nil, 2*time.Hour))
 	if _, err := strict.Open(testBinding, tok); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("2h token under a 1h maximum: %v, want ErrInvalid", err)
 	}
@@ -69,11 +70,11 @@ func TestLifetimeOverMax(t *testing.T) {
 }
 
 func TestDefaultClock(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.AEAD)
-	s, _ := New(ring, nil)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(New(ring, nil))
 	before := time.Now().Truncate(time.Second)
-	tok, _ := s.Seal(testBinding, nil, time.Minute)
-	h, _ := Inspect(tok)
+	tok := testkit.Must(s.Seal(testBinding, nil, time.Minute))
+	h := testkit.Must(Inspect(tok))
 	if h.IssuedAt.Before(before) || h.IssuedAt.After(time.Now()) {
 		t.Fatalf("issued at %v, now %v", h.IssuedAt, time.Now())
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stateseal/stateseal/internal/canonjson"
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // An argsVector pins one rule of the argument digest (docs/FORMAT.md).
@@ -111,7 +112,7 @@ func av(t *testing.T, name, comment, input string, edit ...func(*argsVector)) ar
 	}
 	c := string(canon)
 	v.Canonical = &c
-	d, _ := v.options().Digest(in)
+	d := testkit.Must(v.options().Digest(in))
 	v.Digest = hex.EncodeToString(d)
 	return v
 }

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stateseal/stateseal/internal/canonjson"
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // digestModel canonicalizes arguments the way docs/FORMAT.md ("Argument
@@ -585,7 +586,7 @@ func (d *dmodel) ecmascript(f float64, text string) string {
 	// f = 0.digits × 10^n
 	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
 	digits := strings.Replace(mant, ".", "", 1)
-	e, _ := strconv.Atoi(exp)
+	e := testkit.Must(strconv.Atoi(exp))
 	k, n := len(digits), e+1
 	hi, lo := 21, -6
 	if d.m("exponent-from-1e16") {

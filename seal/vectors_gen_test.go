@@ -16,6 +16,7 @@ import (
 
 	"github.com/stateseal/stateseal/internal/envelope"
 	"github.com/stateseal/stateseal/internal/keymaterial"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -77,7 +78,7 @@ func (g *gen) bad(base vector, name, expect, comment string, edit func(*vector))
 
 func writeVectors(t *testing.T) {
 	macKey, aeadKey := vkey("mac", keyring.MAC), vkey("aead", keyring.AEAD)
-	args, _ := ArgsDigest([]byte(`{"from":"BER","to":"LIS","passengers":2}`))
+	args := testkit.Must(ArgsDigest([]byte(`{"from":"BER","to":"LIS","passengers":2}`)))
 	tool := Binding{Method: "tools/call", Target: "book_flight", Principal: "user-1234"}
 	full := Binding{Method: "resources/read", Target: "file:///reports/q3.csv", Principal: "alice@example.com",
 		Audience: "https://mcp.example.test", Session: "conv-42", ArgsDigest: args, Context: []byte{0, 1, 2, 0xff}}
@@ -302,7 +303,7 @@ func makeVector(t *testing.T, name, comment string, keys []keyring.Key, b Bindin
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _ := envelope.ParseHeader(raw)
+	h := testkit.Must(envelope.ParseHeader(raw))
 	ad := appendAD(nil, h, &b)
 	return vector{
 		Name: name, Comment: comment, Key: keyJSON(*k), Binding: bindJSON(b),

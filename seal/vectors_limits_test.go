@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
@@ -137,7 +138,7 @@ func (g *gen) limitVectors(macKey, aeadKey keyring.Key, tool Binding, older keyr
 	notUTF8.Principal = "user-\xff\xfe"
 	g.ok("mac-binding-not-utf8", "a principal whose bytes (75 73 65 72 2d ff fe) are not UTF-8: bound as they are, never replaced by U+FFFD nor refused", macKey, notUTF8, []byte("u"), 300_000)
 	single := tool
-	d, _ := ArgsDigest([]byte(`{"n":1}`))
+	d := testkit.Must(ArgsDigest([]byte(`{"n":1}`)))
 	single.ArgsDigest = append(bytes.Clone(d), 0x01)
 	g.ok("aead-single-use-digest", "a 33-byte args_digest (the digest and mrtr's single-use mark 0x01): bound as it is, whatever its length", aeadKey, single, []byte("once"), 300_000)
 	if hex.EncodeToString(single.ArgsDigest[32:]) != "01" {

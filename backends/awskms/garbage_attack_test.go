@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyset"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestAttackGarbageCiphertextIsNotAnOutage(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	good, _ := os.ReadFile(f.path)
+	good := testkit.Must(os.ReadFile(f.path))
 	ks, err := keyset.Parse(good)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func TestAttackGarbageCiphertextIsNotAnOutage(t *testing.T) {
 		blob := make([]byte, n)
 		rand.Read(blob)
 		bad := strings.Replace(string(good), keysetjson.FormatWrapped(ks.Auth.Wrapped), keysetjson.FormatWrapped(blob), 1)
-		os.WriteFile(f.path, []byte(good), 0o600)
+		testkit.Check(os.WriteFile(f.path, []byte(good), 0o600))
 		var reports atomic.Int64
 		var last atomic.Value
 		l := &keyset.Loader{Path: f.path, Options: keyset.LoadOptions{KEK: f.kek, Backends: f.reg}, Logger: slog.New(slog.DiscardHandler),
@@ -40,7 +41,7 @@ func TestAttackGarbageCiphertextIsNotAnOutage(t *testing.T) {
 		if _, err := l.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(f.path, []byte(bad), 0o600)
+		testkit.Check(os.WriteFile(f.path, []byte(bad), 0o600))
 		f.tr.calls.Store(0)
 		c, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
 		l.Run(c, 20*time.Millisecond)

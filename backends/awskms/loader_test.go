@@ -98,7 +98,7 @@ func TestKMSCalls(t *testing.T) {
 	t.Logf("load, 2 keys: %d calls", f.tr.calls.Load())
 
 	f.tr.calls.Store(0)
-	s, _ := seal.New(ring, nil)
+	s := testkit.Must(seal.New(ring, nil))
 	b := seal.Binding{Method: "tools/call", Target: "t", Principal: "p", Audience: "a"}
 	for range 10_000 {
 		tok, err := s.Seal(b, []byte("state"), time.Minute)
@@ -156,7 +156,7 @@ func TestConcurrentLoadsShareCalls(t *testing.T) {
 func TestKMSUnreachable(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	ks, _ := keyset.ReadFile(context.Background(), f.path)
+	ks := testkit.Must(keyset.ReadFile(context.Background(), f.path))
 	f.tr.down.Store(true)
 	_, _, err := keyset.Load(ctx, f.path, &keyset.LoadOptions{KEK: f.kek, Backends: f.reg})
 	if err == nil || !strings.Contains(err.Error(), redact.URL(ks.KEK)) || !errors.Is(err, errPartition) {
@@ -173,7 +173,7 @@ func TestKMSUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := ring.Current()
-	s, _ := seal.New(ring, nil)
+	s := testkit.Must(seal.New(ring, nil))
 	b := seal.Binding{Method: "tools/call", Target: "t", Principal: "p", Audience: "a"}
 	if _, err := rotation.Rotate(ctx, f.path, &rotation.RotateOptions{Immediate: true}, f.ro); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -34,8 +35,8 @@ func TestForkRemedy(t *testing.T) {
 		return out
 	}
 	sc(record, 0, "init")
-	v1, _ := os.ReadFile(path)
-	first, _ := keyset.Parse(v1)
+	v1 := testkit.Must(os.ReadFile(path))
+	first := testkit.Must(keyset.Parse(v1))
 	leaked := first.Keys[0].ID
 	running := &keyset.Loader{Path: path, Logger: quiet}
 	ring, err := running.Load(ctx)
@@ -51,7 +52,7 @@ func TestForkRemedy(t *testing.T) {
 		t.Fatalf("the running instance, version 3: %v", err)
 	}
 
-	os.WriteFile(path, v1, 0o600) // the writer
+	testkit.Check(os.WriteFile(path, v1, 0o600)) // the writer
 	for range 3 {
 		sc(cron, 0, "rotate")
 	}
@@ -69,7 +70,7 @@ func TestForkRemedy(t *testing.T) {
 	if err := running.Reload(ctx); err != nil || ring.Current().Version() != 5 {
 		t.Fatalf("the running instance, the restore linked to version 3: %v", err)
 	}
-	ks, _ := keyset.ReadFile(ctx, path)
+	ks := testkit.Must(keyset.ReadFile(ctx, path))
 	if k, ok := ks.Key(leaked); !ok || k.State != keyring.Retired {
 		t.Fatalf("the retired key after the restore: %+v", k)
 	}

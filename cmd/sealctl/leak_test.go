@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -48,9 +49,9 @@ func TestLeakedKeyProcedureRedis(t *testing.T) {
 	}
 	defer stores.Close(s)
 	var docs [][]byte
-	keep := func() { d, _, _ := s.Read(ctx); docs = append(docs, d) }
+	keep := func() { d, _ := testkit.Must2(s.Read(ctx)); docs = append(docs, d) }
 	keep()
-	first, _ := keyset.Parse(docs[0])
+	first := testkit.Must(keyset.Parse(docs[0]))
 	leaked := first.Keys[0].ID
 
 	// The running instance trusts the new KEK already, and the old one
@@ -61,7 +62,7 @@ func TestLeakedKeyProcedureRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer running.Close()
-	sealer, _ := seal.New(ring, nil)
+	sealer := testkit.Must(seal.New(ring, nil))
 	b := seal.Binding{Method: "tools/call", Target: "transfer", Principal: "mallory"}
 	token, err := sealer.Seal(b, []byte("forged with the leaked key"), 10*time.Minute)
 	if err != nil {
@@ -77,9 +78,9 @@ func TestLeakedKeyProcedureRedis(t *testing.T) {
 	// running instance refuses, and whatever the editors write too.
 	attack := func(when string, editor *rotation.Options, writes bool) {
 		t.Helper()
-		cur, _, _ := s.Read(ctx)
+		cur, _ := testkit.Must2(s.Read(ctx))
 		for i, d := range docs[:len(docs)-1] {
-			_, rev, _ := s.Read(ctx)
+			_, rev := testkit.Must2(s.Read(ctx))
 			if _, err := s.Write(ctx, d, rev); err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +98,7 @@ func TestLeakedKeyProcedureRedis(t *testing.T) {
 			}
 			closed(when)
 		}
-		_, rev, _ := s.Read(ctx)
+		_, rev := testkit.Must2(s.Read(ctx))
 		if _, err := s.Write(ctx, cur, rev); err != nil { // the operator restores the newest
 			t.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func TestLeakedKeyProcedureRedis(t *testing.T) {
 	}
 	attack("after the procedure", &rotation.Options{KEK: newKEK, Logger: quiet}, false)
 	for i, d := range docs[:len(docs)-1] {
-		_, rev, _ := s.Read(ctx)
+		_, rev := testkit.Must2(s.Read(ctx))
 		if _, err := s.Write(ctx, d, rev); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
@@ -59,7 +60,7 @@ func TestRecordBehindDoesNotRenew(t *testing.T) {
 	if err := running.Reload(ctx); err != nil || running.Health().Version != 4 {
 		t.Fatalf("the running instance at version 4: %v", err)
 	}
-	os.WriteFile(path, v2, 0o600) // the writer
+	testkit.Check(os.WriteFile(path, v2, 0o600)) // the writer
 
 	// B saw version 2 four days ago (more than half of the 7-day window).
 	ageRecord(t, recB, 4*24*time.Hour)
@@ -67,7 +68,7 @@ func TestRecordBehindDoesNotRenew(t *testing.T) {
 	if !strings.Contains(out, "--current") || !strings.Contains(out, "half the freshness window") {
 		t.Fatalf("refusal does not say why: %s", out)
 	}
-	if got, _ := os.ReadFile(path); string(got) != string(v2) {
+	if got := testkit.Must(os.ReadFile(path)); string(got) != string(v2) {
 		t.Fatal("the refused refresh wrote")
 	}
 
@@ -98,7 +99,7 @@ func ageRecord(t *testing.T, path string, age time.Duration) {
 		v.Since = time.Now().Add(-age).UTC().Truncate(time.Second)
 		r[id] = v
 	}
-	b, _ = json.Marshal(r)
+	b = testkit.Must(json.Marshal(r))
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/stores"
@@ -42,7 +43,7 @@ func (r *racer) Read(ctx context.Context) ([]byte, string, error) {
 	r.mu.Lock()
 	r.reads++
 	if r.reads == r.at && r.doc != nil {
-		os.WriteFile(r.file.String(), r.doc, 0o600)
+		testkit.Check(os.WriteFile(r.file.String(), r.doc, 0o600))
 	}
 	r.mu.Unlock()
 	return r.file.Read(ctx)
@@ -76,8 +77,8 @@ func raceSetup(t *testing.T, name string) (loc string, r *racer, v1 []byte, kekU
 		return out
 	}
 	sc("init")
-	v1, _ = os.ReadFile(r.file.String())
-	ks, _ := keyset.Parse(v1)
+	v1 = testkit.Must(os.ReadFile(r.file.String()))
+	ks := testkit.Must(keyset.Parse(v1))
 	leaked = ks.Keys[0].ID
 	sc("rotate", "--now")
 	sc("retire", "--force", keyring.FormatID(leaked))
@@ -99,8 +100,8 @@ func TestAttackSealctlEditRace(t *testing.T) {
 	r.reads, r.at, r.doc = 0, 1, v1
 	r.mu.Unlock()
 	code, out := sealctlT(t, "--keyset", loc, "--kek", kekURL, "rotate")
-	cur, _ := os.ReadFile(r.file.String())
-	ks, _ := keyset.Parse(cur)
+	cur := testkit.Must(os.ReadFile(r.file.String()))
+	ks := testkit.Must(keyset.Parse(cur))
 	if code == 0 {
 		t.Errorf("FINDING: sealctl rotate (record at version 3) edited the version-1 copy put back between its check and its edit: %s", strings.TrimSpace(out))
 		if k, ok := ks.Key(leaked); ok && k.State == keyring.Active {
@@ -118,7 +119,7 @@ func TestAttackSealctlEditRace(t *testing.T) {
 func TestAttackSealctlPruneRecordsUnverified(t *testing.T) {
 	loc, r, _, kekURL, _ := raceSetup(t, "prune")
 	sealctlT(t, "--keyset", loc, "--kek", kekURL, "prune") // removes the retired key: version 4
-	good, _ := os.ReadFile(r.file.String())
+	good := testkit.Must(os.ReadFile(r.file.String()))
 	forged := strings.Replace(string(good), `"version": 4,`, `"version": 18446744073709551615,`, 1)
 	if forged == string(good) {
 		t.Fatal("layout")
@@ -129,15 +130,15 @@ func TestAttackSealctlPruneRecordsUnverified(t *testing.T) {
 	r.mu.Unlock()
 	code, out := sealctlT(t, "--keyset", loc, "--kek", kekURL, "prune")
 	t.Logf("prune: exit %d: %s", code, strings.TrimSpace(out))
-	b, _ := os.ReadFile(os.Getenv("STATESEAL_STATE"))
+	b := testkit.Must(os.ReadFile(os.Getenv("STATESEAL_STATE")))
 	var rec map[string]struct{ Version uint64 }
-	json.Unmarshal(b, &rec)
+	testkit.Check(json.Unmarshal(b, &rec))
 	for id, v := range rec {
 		if v.Version > 4 {
 			t.Errorf("FINDING: the operator's record holds keyset %s at version %d, from a document that never authenticated", id, v.Version)
 		}
 	}
-	os.WriteFile(r.file.String(), good, 0o600)
+	testkit.Check(os.WriteFile(r.file.String(), good, 0o600))
 	r.mu.Lock()
 	r.doc = nil
 	r.mu.Unlock()
@@ -164,24 +165,24 @@ func TestAttackSealctlRecordHolds(t *testing.T) {
 		return out
 	}
 	sc(0, "init")
-	v1, _ := os.ReadFile(path)
+	v1 := testkit.Must(os.ReadFile(path))
 	sc(0, "rotate")
-	v2, _ := os.ReadFile(path)
+	v2 := testkit.Must(os.ReadFile(path))
 	sc(0, "verify")
 	// Re-indented: same keyset.
 	var compact bytes.Buffer
-	json.Compact(&compact, v2)
-	os.WriteFile(path, compact.Bytes(), 0o600)
+	testkit.Check(json.Compact(&compact, v2))
+	testkit.Check(os.WriteFile(path, compact.Bytes(), 0o600))
 	sc(0, "verify")
 	// Rollback.
-	os.WriteFile(path, v1, 0o600)
+	testkit.Check(os.WriteFile(path, v1, 0o600))
 	sc(1, "verify")
 	sc(1, "rotate")
 	sc(1, "refresh", "--stale")
 	// Forged at a huge version: refused before the record, which stays.
-	os.WriteFile(path, bytes.Replace(v2, []byte(`"version": 2,`), []byte(`"version": 99,`), 1), 0o600)
+	testkit.Check(os.WriteFile(path, bytes.Replace(v2, []byte(`"version": 2,`), []byte(`"version": 99,`), 1), 0o600))
 	sc(1, "verify")
 	sc(1, "prune")
-	os.WriteFile(path, v2, 0o600)
+	testkit.Check(os.WriteFile(path, v2, 0o600))
 	sc(0, "verify")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/keysetjson"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/seal"
@@ -108,7 +109,7 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := v2Doc(t, kek, id, 5, kekURL, []keyset.StoredKey{sk})
-	os.WriteFile(path, old, 0o600)
+	testkit.Check(os.WriteFile(path, old, 0o600))
 	sc := func(want int, args ...string) string {
 		t.Helper()
 		code, out := sealctlT(t, append([]string{"--keyset", path, "--kek", kekURL}, args...)...)
@@ -123,7 +124,7 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 	sc(0, "retire", "--force", keyring.FormatID(k.ID))
 	sc(0, "verify") // version 8, recorded
 	// The attack: the format-2 copy back in the store.
-	os.WriteFile(path, old, 0o600)
+	testkit.Check(os.WriteFile(path, old, 0o600))
 	if _, _, err := keyset.Load(ctx, path, &keyset.LoadOptions{KEK: kekURL}); err == nil || !strings.Contains(err.Error(), "sealctl upgrade") {
 		t.Fatalf("instances on the old copy: %v", err)
 	}
@@ -137,13 +138,13 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 		if _, ok := snap.Lookup(k.ID); ok {
 			t.Errorf("FINDING: a fresh instance pinned to %s loads version %d (expires %s) with the force-retired key %s active",
 				id, cur.Version, cur.Expires.Format(time.RFC3339), keyring.FormatID(k.ID))
-			ring, _ := keyring.NewRing(snap)
-			s, _ := seal.New(ring, nil)
-			evil, _ := keyring.NewSnapshot([]keyring.Key{k})
-			er, _ := keyring.NewRing(evil)
-			a, _ := seal.New(er, nil)
+			ring := testkit.Must(keyring.NewRing(snap))
+			s := testkit.Must(seal.New(ring, nil))
+			evil := testkit.Must(keyring.NewSnapshot([]keyring.Key{k}))
+			er := testkit.Must(keyring.NewRing(evil))
+			a := testkit.Must(seal.New(er, nil))
 			bd := seal.Binding{Method: "tools/call", Target: "transfer", Principal: "mallory"}
-			tok, _ := a.Seal(bd, []byte("forged"), time.Minute)
+			tok := testkit.Must(a.Seal(bd, []byte("forged"), time.Minute))
 			if _, err := s.Open(bd, tok); err == nil {
 				t.Errorf("FINDING: and it opens a token sealed with the leaked key")
 			}
@@ -154,8 +155,8 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 	// tenant's) put in place: upgrade must refuse it under --keyset-id.
 	other := keyset.NewID()
 	ks2 := &keyset.Keyset{ID: other}
-	sk2, _ := ks2.Wrap(ctx, kek, k)
-	os.WriteFile(path, v2Doc(t, kek, other, 1, kekURL, []keyset.StoredKey{sk2}), 0o600)
+	sk2 := testkit.Must(ks2.Wrap(ctx, kek, k))
+	testkit.Check(os.WriteFile(path, v2Doc(t, kek, other, 1, kekURL, []keyset.StoredKey{sk2}), 0o600))
 	code, out = sealctlT(t, "--keyset", path, "--kek", kekURL, "--keyset-id", id, "upgrade")
 	if code == 0 {
 		t.Errorf("FINDING: sealctl --keyset-id %s upgrade rewrote keyset %s: %s", id, other, strings.TrimSpace(out))

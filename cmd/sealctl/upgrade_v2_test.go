@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
@@ -75,7 +76,7 @@ func TestUpgradeV2NeedsCurrent(t *testing.T) {
 	if !errors.Is(err, rotation.ErrUnvouched) {
 		t.Fatalf("bare upgrade of a 60-day-old format-2 copy: %v", err)
 	}
-	if got, _ := os.ReadFile(path); string(got) != string(old) {
+	if got := testkit.Must(os.ReadFile(path)); string(got) != string(old) {
 		t.Fatal("the refused upgrade wrote")
 	}
 	code, out := sealctlT(t, "--keyset", path, "--kek", kekURL, "upgrade")

@@ -223,8 +223,11 @@ func (c *Config) check() error {
 	switch c.Principal {
 	case "anonymous":
 	case "header":
-		if c.TrustedProxies == "" || c.PrincipalHeader == "" {
-			errs = append(errs, errors.New("-principal header needs -principal-header and -trusted-proxies"))
+		if c.TrustedProxies == "" {
+			errs = append(errs, errors.New("-principal header needs -trusted-proxies: the addresses of the proxy that sets the header (a header from any other address is removed, never trusted)"))
+		}
+		if c.PrincipalHeader == "" {
+			errs = append(errs, errors.New("-principal header needs -principal-header (default X-Forwarded-User)"))
 		}
 	case "jwt":
 		if c.JWTIssuer == "" || c.JWTAudience == "" || c.JWKSURL == "" {

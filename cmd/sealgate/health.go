@@ -101,6 +101,9 @@ func (h *health) report(ctx context.Context) healthReport {
 		r.Guard = map[string]any{"kind": "redis"}
 		ectx, cancel := context.WithTimeout(ctx, time.Second)
 		epoch, err := g.Epoch(ectx)
+		if err == nil {
+			err = g.Policy(ectx) // an eviction policy set since the start
+		}
 		cancel()
 		if err != nil {
 			r.Guard["error"] = err.Error()

@@ -18,6 +18,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/stateseal/stateseal/gateway"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/replay"
 )
 
@@ -32,7 +33,7 @@ func TestHealthJWKS(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	up, _ := url.Parse("http://127.0.0.1:1")
+	up := testkit.Must(url.Parse("http://127.0.0.1:1"))
 	g := &gateway.Gateway{Upstreams: []*url.URL{up}, Principal: &gateway.JWTPrincipal{Issuer: "i", Audience: "a", JWKSURL: "http://" + addr + "/jwks"}}
 	var shutting atomic.Bool
 	h := &health{g: g, guard: replay.NewMemory(0), shutting: &shutting}
@@ -40,8 +41,8 @@ func TestHealthJWKS(t *testing.T) {
 	if rep.Ready || rep.JWKS["fetched"] != false || rep.JWKS["error"] == nil || rep.Guard["kind"] != "memory" || len(rep.Upstreams) != 1 {
 		t.Fatalf("JWKS down: %+v", rep)
 	}
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	doc, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: "k", Algorithm: "EdDSA", Use: "sig"}}})
+	pub, _ := testkit.Must2(ed25519.GenerateKey(rand.Reader))
+	doc := testkit.Must(json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: "k", Algorithm: "EdDSA", Use: "sig"}}}))
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
 		t.Skipf("the port was taken meanwhile: %v", err)
@@ -78,7 +79,7 @@ func TestHealthKeysetVanished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	body := testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "vanished") {
 		t.Fatalf("/healthz with the keyset gone: %d %s", resp.StatusCode, body)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
 )
 
@@ -30,8 +31,8 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.calls.Add(1)
 	var msg map[string]any
 	if r.Method == http.MethodPost {
-		b, _ := io.ReadAll(r.Body)
-		json.Unmarshal(b, &msg)
+		b := testkit.Must(io.ReadAll(r.Body))
+		testkit.Check(json.Unmarshal(b, &msg))
 	}
 	u.mu.Lock()
 	u.got = append(u.got, msg)
@@ -86,8 +87,8 @@ type fixture struct {
 // reply (the last message of an SSE stream).
 func (f *fixture) post(msg any, hdr map[string]string) (int, map[string]any) {
 	f.t.Helper()
-	b, _ := json.Marshal(msg)
-	req, _ := http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b))
+	b := testkit.Must(json.Marshal(msg))
+	req := testkit.Must(http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
@@ -102,7 +103,7 @@ func (f *fixture) post(msg any, hdr map[string]string) (int, map[string]any) {
 		f.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body := testkit.Must(io.ReadAll(resp.Body))
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		evs := sseData(body)
 		if len(evs) == 0 {

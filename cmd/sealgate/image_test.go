@@ -8,6 +8,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,7 +35,7 @@ func TestImageBinary(t *testing.T) {
 		t.Skip("builds a binary")
 	}
 	root := t.TempDir()
-	os.Chmod(root, 0o755) // the unprivileged user must reach /sealgate
+	testkit.Check(os.Chmod(root, 0o755)) // the unprivileged user must reach /sealgate
 	bin, err := os.ReadFile(imageBinary(t))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestImageBinary(t *testing.T) {
 
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var msg struct{ ID json.RawMessage }
-		json.NewDecoder(r.Body).Decode(&msg)
+		testkit.Check(json.NewDecoder(r.Body).Decode(&msg))
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":{"resultType":"input_required","inputRequests":{},"requestState":"plain"}}`)
 	}))
@@ -74,7 +75,7 @@ func TestImageBinary(t *testing.T) {
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
 	}
-	stderr, _ := cmd.StderrPipe()
+	stderr := testkit.Must(cmd.StderrPipe())
 	if err := cmd.Start(); err != nil {
 		if os.Geteuid() == 0 {
 			t.Fatalf("start in %s: %v", mode, err)
@@ -84,7 +85,7 @@ func TestImageBinary(t *testing.T) {
 		mode = fmt.Sprintf("empty working directory and environment, no chroot (%s: %v)", mode, err)
 		cmd = exec.Command(filepath.Join(root, "sealgate"), cmd.Args[1:]...)
 		cmd.Env, cmd.Dir = []string{}, t.TempDir()
-		stderr, _ = cmd.StderrPipe()
+		stderr = testkit.Must(cmd.StderrPipe())
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestImageBinary(t *testing.T) {
 		for sc.Scan() {
 			logs.Write(append(sc.Bytes(), '\n'))
 			var l struct{ Msg, Addr string }
-			json.Unmarshal(sc.Bytes(), &l)
+			testkit.Check(json.Unmarshal(sc.Bytes(), &l))
 			switch l.Msg {
 			case "sealgate: admin endpoints":
 				admin = l.Addr
@@ -138,7 +139,7 @@ func TestImageBinary(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	req, _ := http.NewRequest("POST", a[1]+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{}}}`))
+	req := testkit.Must(http.NewRequest("POST", a[1]+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{}}}`)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
@@ -146,12 +147,12 @@ func TestImageBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	body := testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
 	var got struct {
 		Result struct{ RequestState string }
 	}
-	json.Unmarshal(body, &got)
+	testkit.Check(json.Unmarshal(body, &got))
 	if resp.StatusCode != 200 || got.Result.RequestState == "" || got.Result.RequestState == "plain" {
 		t.Fatalf("a call through the image's binary: %d %s", resp.StatusCode, body)
 	}

@@ -132,7 +132,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o.Metrics = metrics
+	o.Metrics = mrtr.TeeMetrics(metrics, mrtr.SlogMetrics(log)) // counted, and refusals logged at warning level as the middleware does (at most one line a second per method, target and reason)
 
 	var shutting atomic.Bool
 	h := &health{g: g, guard: o.Replay, shutting: &shutting}
@@ -328,7 +328,17 @@ func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
 			if err != nil {
 				return nil, fmt.Errorf("-replay: %w", err)
 			}
-			o.Replay = redisguard.New(client, &redisguard.Options{Logger: log})
+			guard := redisguard.New(client, &redisguard.Options{Logger: log})
+			// A Redis that may evict records refuses every single use for
+			// ever: a configuration to refuse at start, not to retry.
+			pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			perr := guard.Policy(pctx)
+			cancel()
+			if perr != nil {
+				guard.Close()
+				return nil, fmt.Errorf("-replay %s: %w", redactURL(c.Replay), perr)
+			}
+			o.Replay = guard
 		}
 	}
 	return o, nil

@@ -20,8 +20,8 @@ import (
 func TestConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sealgate.json")
-	os.WriteFile(file, []byte(`{"upstream":"http://file:1","audience":"file-aud","principal":"header","trusted-proxies":["10.0.0.0/8","127.0.0.1"],
-		"single-use":["pay","book"],"ttl":{"pay":"1m","book":"2m"},"max-event-bytes":1024,"strip-authorization":true}`), 0o600)
+	testkit.Check(os.WriteFile(file, []byte(`{"upstream":"http://file:1","audience":"file-aud","principal":"header","trusted-proxies":["10.0.0.0/8","127.0.0.1"],
+		"single-use":["pay","book"],"ttl":{"pay":"1m","book":"2m"},"max-event-bytes":1024,"strip-authorization":true}`), 0o600))
 	env := map[string]string{"SEALGATE_CONFIG": file, "SEALGATE_AUDIENCE": "env-aud", "SEALGATE_UPSTREAM": "http://env:1"}
 	c, err := parseConfig([]string{"-upstream", "http://flag:1"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -48,7 +48,7 @@ func TestConfigPrecedence(t *testing.T) {
 			t.Errorf("%q: accepted", args)
 		}
 	}
-	os.WriteFile(file, []byte(`{"upstreams":"typo"}`), 0o600)
+	testkit.Check(os.WriteFile(file, []byte(`{"upstreams":"typo"}`), 0o600))
 	if _, err := parseConfig([]string{"-config", file}, func(string) string { return "" }, io.Discard); err == nil {
 		t.Error("an unknown setting in the file was accepted")
 	}
@@ -106,7 +106,7 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b := testkit.Must(io.ReadAll(resp.Body))
 		return resp.StatusCode, string(b)
 	}
 	if s, _ := get("/healthz"); s != 200 {

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -58,15 +59,15 @@ func servePay(ledger, addr string) {
 				Arguments    struct{ MS int }
 			}
 		}
-		json.NewDecoder(r.Body).Decode(&msg)
+		testkit.Check(json.NewDecoder(r.Body).Decode(&msg))
 		res := `{"resultType":"input_required","inputRequests":{"ok":{"method":"elicitation/create","params":{"message":"Pay?"}}},"requestState":"pay:` + rand.Text() + `"}`
 		if s := msg.Params.RequestState; s != "" {
 			if msg.Params.Arguments.MS > 0 {
-				os.WriteFile(ledger+".running", []byte(s), 0o644)
+				testkit.Check(os.WriteFile(ledger+".running", []byte(s), 0o644))
 			}
 			time.Sleep(time.Duration(msg.Params.Arguments.MS) * time.Millisecond)
 			mu.Lock()
-			f.WriteString(s + "\n")
+			_ = testkit.Must(f.WriteString(s + "\n"))
 			mu.Unlock()
 			res = `{"content":[{"type":"text","text":"paid"}]}`
 		}
@@ -96,7 +97,7 @@ func (p *payUpstream) start() {
 	p.t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SEALGATE_TEST_PAY_LEDGER="+p.ledger, "SEALGATE_TEST_PAY_ADDR="+p.addr)
-	out, _ := cmd.StdoutPipe()
+	out := testkit.Must(cmd.StdoutPipe())
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func (p *payUpstream) kill() {
 // executions counts the ledger's lines per state.
 func executions(t *testing.T, ledger string) map[string]int {
 	t.Helper()
-	b, _ := os.ReadFile(ledger)
+	b := testkit.Must(os.ReadFile(ledger))
 	n := map[string]int{}
 	for _, l := range strings.Fields(string(b)) {
 		n[l]++
@@ -145,7 +146,7 @@ func startGatewayProc(t *testing.T, args ...string) *gatewayProc {
 		"-principal", "anonymous", "-poll", "200ms", "-shutdown-timeout", "5s"}, args...)
 	g := &gatewayProc{t: t, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
 	g.cmd.Env = []string{}
-	stderr, _ := g.cmd.StderrPipe()
+	stderr := testkit.Must(g.cmd.StderrPipe())
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func startGatewayProc(t *testing.T, args ...string) *gatewayProc {
 			g.logs.Write(append(sc.Bytes(), '\n'))
 			g.mu.Unlock()
 			var l struct{ Msg, Addr string }
-			json.Unmarshal(sc.Bytes(), &l)
+			testkit.Check(json.Unmarshal(sc.Bytes(), &l))
 			switch l.Msg {
 			case "sealgate: admin endpoints":
 				g.adm = l.Addr
@@ -241,8 +242,8 @@ func pay(t *testing.T, gw, state string, ms int) answer {
 		params["requestState"] = state
 		params["inputResponses"] = map[string]any{"ok": map[string]any{"action": "accept"}}
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
-	req, _ := http.NewRequest("POST", gw+"/mcp", bytes.NewReader(b))
+	b := testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
+	req := testkit.Must(http.NewRequest("POST", gw+"/mcp", bytes.NewReader(b)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
@@ -251,7 +252,7 @@ func pay(t *testing.T, gw, state string, ms int) answer {
 		return answer{msg: err.Error()}
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body := testkit.Must(io.ReadAll(resp.Body))
 	var m struct {
 		Result struct {
 			RequestState string

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/hashicorp/vault/api"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
@@ -279,4 +280,32 @@ func TestRedisReplayUnavailable(t *testing.T) {
 		refused(t, status, m, http.StatusBadRequest, "replayed")
 		return true
 	})
+}
+
+// TestRedisReplayEvicting (a new user's trial): a guard Redis that may
+// evict keys refuses every single use for ever, so the gateway does not
+// start on it, and says what to set; /healthz would otherwise look
+// healthy while every confirmation answers "unavailable".
+func TestRedisReplayEvicting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis")
+	}
+	rs := testservers.StartRedisVolatile(t)
+	admin := goredis.NewClient(&goredis.Options{Addr: rs.Addr()})
+	defer admin.Close()
+	for _, kv := range [][2]string{{"maxmemory", "100mb"}, {"maxmemory-policy", "allkeys-lru"}} {
+		if err := admin.ConfigSet(context.Background(), kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := parseConfig([]string{"-upstream", "http://127.0.0.1:1", "-audience", "https://gw.test", "-principal", "anonymous",
+		"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-single-use", "pay", "-replay", rs.URL()}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	err = run(context.Background(), c, &logs)
+	if err == nil || !strings.Contains(err.Error(), "noeviction") {
+		t.Fatalf("run with an evicting guard Redis: %v, want a refusal naming noeviction", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
@@ -70,7 +71,7 @@ func (f *fleet) health(t *testing.T, i int) keyset.Health {
 		return h
 	}
 	defer resp.Body.Close()
-	json.NewDecoder(resp.Body).Decode(&h)
+	testkit.Check(json.NewDecoder(resp.Body).Decode(&h))
 	return h
 }
 
@@ -172,15 +173,15 @@ func TestFleetFaults(t *testing.T) {
 		// Rotate a copy of the keyset while the KMS is up, then stop the
 		// KMS and put the rotated keyset in the store: every instance must
 		// unwrap the new key, and cannot.
-		s, _ := keyset.OpenStore(ctx, f.keyset, nil)
-		data, rev, _ := s.Read(ctx)
+		s := testkit.Must(keyset.OpenStore(ctx, f.keyset, nil))
+		data, rev := testkit.Must2(s.Read(ctx))
 		copyPath := filepath.Join(t.TempDir(), "keyset.json")
-		os.WriteFile(copyPath, data, 0o600)
+		testkit.Check(os.WriteFile(copyPath, data, 0o600))
 		res, err := rotation.Rotate(ctx, copyPath, &rotation.RotateOptions{Immediate: true}, f.o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		next, _ := os.ReadFile(copyPath)
+		next := testkit.Must(os.ReadFile(copyPath))
 		before := f.reports()
 		f.vault.Stop()
 		if _, err := s.Write(ctx, next, rev); err != nil {
@@ -236,8 +237,8 @@ func TestFleetFaults(t *testing.T) {
 	})
 
 	t.Run("KeysetCorrupted", func(t *testing.T) {
-		s, _ := keyset.OpenStore(ctx, f.keyset, nil)
-		good, rev, _ := s.Read(ctx)
+		s := testkit.Must(keyset.OpenStore(ctx, f.keyset, nil))
+		good, rev := testkit.Must2(s.Read(ctx))
 		before := f.reports()
 		rev2, err := s.Write(ctx, []byte(`{"format": "stateseal-keyset-v3", "broken`), rev)
 		if err != nil {
@@ -278,13 +279,13 @@ func TestFleetFaults(t *testing.T) {
 		// The keyset's maximum TTL is a minute: 30 s ahead, a state sealed
 		// now is still valid there. Beyond it, it has expired.
 		_ = beyond
-		res, _ = near.call(ctx, &mcp.CallToolParams{Name: "fleet_flow", Arguments: args})
+		res = testkit.Must(near.call(ctx, &mcp.CallToolParams{Name: "fleet_flow", Arguments: args}))
 		if _, err := far.call(ctx, retry("fleet_flow", args, res.RequestState)); err != nil {
 			t.Errorf("a state issued now, opened 30 s ahead with a minute to live: %v", err)
 		}
 		farther := f.add(t, "ahead-90s", "-clock-offset", "90s")
 		farthest := connect(t, "bob", []*instance{farther})
-		res, _ = near.call(ctx, &mcp.CallToolParams{Name: "fleet_flow", Arguments: args})
+		res = testkit.Must(near.call(ctx, &mcp.CallToolParams{Name: "fleet_flow", Arguments: args}))
 		if _, err := farthest.call(ctx, retry("fleet_flow", args, res.RequestState)); !rejected(err) || farther.logCount("reason=expired") != 1 {
 			t.Errorf("a state issued now, opened 90 s ahead: %v, want it refused as expired", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // TestFleetLoad is the load run of docs/BENCHMARKS.md: four instances,
@@ -98,10 +99,10 @@ func rss(in *instance) int {
 	in.mu.Lock()
 	pid := in.cmd.Process.Pid
 	in.mu.Unlock()
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	b := testkit.Must(os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)))
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.Atoi(f[1])
+			kb := testkit.Must(strconv.Atoi(f[1]))
 			return kb << 10
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 )
 
@@ -77,7 +78,7 @@ func (in *instance) start(env []string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(in.log)
+			out := testkit.Must(os.ReadFile(in.log))
 			in.t.Fatalf("%s did not start:\n%s", in.name, out)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -97,7 +98,7 @@ func (in *instance) kill() {
 
 // logCount counts the lines of the instance's log that contain s.
 func (in *instance) logCount(s string) int {
-	out, _ := os.ReadFile(in.log)
+	out := testkit.Must(os.ReadFile(in.log))
 	return strings.Count(string(out), s)
 }
 
@@ -183,6 +184,6 @@ func reason(err error) string {
 		return ""
 	}
 	var d struct{ Reason string }
-	json.Unmarshal(je.Data, &d)
+	testkit.Check(json.Unmarshal(je.Data, &d))
 	return d.Reason
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
@@ -46,7 +47,7 @@ func TestHealthEndpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b := testkit.Must(io.ReadAll(resp.Body))
 		return resp.StatusCode, string(b)
 	}
 	if code, _ := get("/readyz"); code != http.StatusOK {

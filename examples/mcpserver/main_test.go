@@ -10,13 +10,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
 
 // TestFixtures drives every fixture with the go-sdk client, which answers
 // the input requests itself; conformance/run.sh runs the official suite.
 func TestFixtures(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.AEAD)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
 	h, err := newHandler(ring, "test")
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +67,8 @@ func TestFixtures(t *testing.T) {
 }
 
 func TestMissingCapability(t *testing.T) {
-	ring, _ := keyring.Generate(keyring.MAC)
-	h, _ := newHandler(ring, "test")
+	ring := testkit.Must(keyring.Generate(keyring.MAC))
+	h := testkit.Must(newHandler(ring, "test"))
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil) // declares no sampling

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // TestGoSDKClient: the go-sdk's client (ClientSession.CallTool, which
@@ -43,7 +44,7 @@ func TestGoSDKClient(t *testing.T) {
 			return
 		}
 		var data struct{ Reason string }
-		json.Unmarshal(je.Data, &data)
+		testkit.Check(json.Unmarshal(je.Data, &data))
 		code := int64(jsonrpc.CodeInvalidParams)
 		if c.reason == "unavailable" {
 			code = jsonrpc.CodeInternalError

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mrtr"
@@ -224,12 +225,12 @@ func startProc(dir, name, ready, path string, args ...string) error {
 		}
 		select {
 		case <-exited:
-			out, _ := os.ReadFile(logf.Name())
+			out := testkit.Must(os.ReadFile(logf.Name()))
 			return fmt.Errorf("%s exited:\n%s", name, out)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(logf.Name())
+			out := testkit.Must(os.ReadFile(logf.Name()))
 			return fmt.Errorf("%s did not become ready:\n%s", name, out)
 		}
 	}
@@ -264,7 +265,7 @@ func (w *rewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 		if p, ok := msg["params"].(map[string]any); ok {
 			if s, ok := p["requestState"].(string); ok {
 				p["requestState"] = f(s)
-				body, _ = json.Marshal(msg)
+				body = testkit.Must(json.Marshal(msg))
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,10 +44,10 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 	}
 	e := targets(t)
-	config, _ := json.Marshal(map[string]any{"targets": []map[string]string{
+	config := testkit.Must(json.Marshal(map[string]any{"targets": []map[string]string{
 		{"name": "server", "url": e.direct.url, "unavailable": e.direct.unavailable, "expired": e.direct.expired},
 		{"name": "gateway", "url": e.gateway.url, "unavailable": e.gateway.unavailable, "expired": e.gateway.expired},
-	}})
+	}}))
 	cmd := exec.Command(node, "client.ts", string(config))
 	cmd.Dir = tsDir
 	var stderr bytes.Buffer

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	stdb64 "encoding/base64"
+	"github.com/stateseal/stateseal/internal/testkit"
 	mrand "math/rand/v2"
 	"testing"
 )
@@ -135,7 +136,7 @@ func TestCipherRejects(t *testing.T) {
 		t.Error("unknown version accepted")
 	}
 	for _, v := range []byte{VersionMAC, VersionAEAD} {
-		c, _ := NewCipher(v, make([]byte, 32))
+		c := testkit.Must(NewCipher(v, make([]byte, 32)))
 		for n := range Overhead(v) - HeaderSize {
 			if _, err := c.Open(nil, nil, make([]byte, n)); err != ErrAuth {
 				t.Errorf("version %d: %d-byte body: %v", v, n, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
@@ -57,7 +58,7 @@ func (e *env) leakedAndRetired(ctx context.Context, t *testing.T) *leak {
 	t.Helper()
 	lk := &leak{loc: e.newKeyset(ctx, t, historyPolicy()), b: seal.Binding{Method: "tools/call", Target: "transfer", Principal: "mallory"}}
 	lk.s = open(ctx, t, lk.loc)
-	lk.v1, _, _ = lk.s.Read(ctx)
+	lk.v1, _ = testkit.Must2(lk.s.Read(ctx))
 	first, err := keyset.Parse(lk.v1)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func (e *env) leakedAndRetired(ctx context.Context, t *testing.T) *leak {
 	if _, err := rotation.Rotate(ctx, lk.loc, &rotation.RotateOptions{Immediate: true}, e.o); err != nil {
 		t.Fatal(err)
 	}
-	lk.v2, _, _ = lk.s.Read(ctx)
+	lk.v2, _ = testkit.Must2(lk.s.Read(ctx))
 	if _, err := rotation.Retire(ctx, lk.loc, lk.leaked, &rotation.RetireOptions{Force: true}, e.o); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func (e *env) testLaunderByBareEditor(ctx context.Context, t *testing.T) {
 		t.Fatalf("the running instance, the bare editor's version 4: %v, want ErrFork", err)
 	}
 	lk.refused(t, "after the bare editor wrote version 4")
-	v1, _ := keyset.Parse(lk.v1)
+	v1 := testkit.Must(keyset.Parse(lk.v1))
 	ks, _ := lk.current(ctx, t)
 	if !ks.Expires.Equal(v1.Expires) {
 		t.Fatalf("the bare editor renewed the expiry of a copy it cannot vouch for: %s, version 1's %s", ks.Expires, v1.Expires)
@@ -228,7 +229,7 @@ func (e *env) testClockAhead(ctx context.Context, t *testing.T) {
 	if out := helpers(t, 1, helperSpec{Op: "refresh-current", Location: loc, KEK: e.kek, Now: ahead})[0]; !slices.Equal(out, []string{"refreshed 2"}) {
 		t.Fatalf("the refresh with the clock ahead: %q", out)
 	}
-	vA, _, _ := s.Read(ctx)
+	vA, _ := testkit.Must2(s.Read(ctx))
 	at := func(now time.Time) *rotation.Options {
 		return &rotation.Options{KEK: e.kek, Logger: quiet, Now: func() time.Time { return now }}
 	}
@@ -239,7 +240,7 @@ func (e *env) testClockAhead(ctx context.Context, t *testing.T) {
 	if _, err := rotation.Rotate(ctx, loc, nil, at(superseded)); err != nil {
 		t.Fatalf("an honest editor once its clock is within the skew: %v", err)
 	}
-	_, rev, _ := s.Read(ctx)
+	_, rev := testkit.Must2(s.Read(ctx))
 	if _, err := s.Write(ctx, vA, rev); err != nil {
 		t.Fatal(err)
 	}

@@ -520,6 +520,21 @@ func (g *Guard) refreshPolicy(ctx context.Context) error {
 	return verdict
 }
 
+// Policy reads Redis's eviction policy now and reports an error (wrapping
+// replay.ErrUnavailable) if Redis may evict single-use records: a
+// maxmemory with any maxmemory-policy but noeviction, on which every Use
+// is refused. It returns nil when the policy is safe, and also when Redis
+// does not answer within the guard's timeout (Use says so then): a
+// configuration error, not an outage, so that a caller may refuse to
+// start on it or show it in its health.
+func (g *Guard) Policy(ctx context.Context) error {
+	verdict, err := bounded(ctx, g.readPolicy)
+	if err != nil {
+		return nil
+	}
+	return verdict
+}
+
 // readPolicy returns an error if a server may evict keys.
 func (g *Guard) readPolicy(ctx context.Context) (error, error) {
 	var verdict error

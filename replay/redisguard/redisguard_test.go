@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/replay/redisguard"
@@ -519,7 +520,7 @@ func TestClientKill(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			n, _ := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Int64()
+			n := testkit.Must(admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Int64())
 			killed.Add(n)
 		}
 	})
@@ -643,7 +644,7 @@ func TestFlush(t *testing.T) {
 // used on the old primary and lost in the failover does not run again.
 func TestFailover(t *testing.T) {
 	primary := testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
-	host, port, _ := net.SplitHostPort(primary.Addr())
+	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
 	replica := testservers.StartRedisVolatile(t, "--replicaof", host, port)
 	pc, rc := newClient(t, primary.Addr()), newClient(t, replica.Addr())
 	g := newGuard(t, pc, redisguard.Options{})
@@ -707,12 +708,20 @@ func TestEviction(t *testing.T) {
 		}
 	}
 	g := newGuard(t, newClient(t, r.Addr()), patient)
+	if err := g.Policy(ctx); !errors.Is(err, replay.ErrUnavailable) || !strings.Contains(err.Error(), "noeviction") {
+		t.Fatalf("Policy of an evicting Redis: %v, want ErrUnavailable naming noeviction", err)
+	}
 	at := issued(t, g)
 	err := g.Use(ctx, []byte("x"), at, time.Now().Add(time.Minute))
 	if !errors.Is(err, replay.ErrUnavailable) || !strings.Contains(err.Error(), "noeviction") {
 		t.Fatalf("an evicting Redis: %v, want ErrUnavailable naming noeviction", err)
 	}
-	admin.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+	if err := admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Policy(ctx); err != nil {
+		t.Fatalf("Policy of a Redis set to noeviction: %v", err)
+	}
 	eventually(t, 5*time.Second, "after noeviction", func() error {
 		return g.Use(ctx, []byte("x"), at, time.Now().Add(time.Minute))
 	})

@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/stores"
 	_ "github.com/stateseal/stateseal/stores/redis"
@@ -46,11 +47,11 @@ func TestRevisionFollowsDocument(t *testing.T) {
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
 	defer c.Close()
-	before, _ := c.HGet(ctx, key, "rev").Result()
+	before := testkit.Must(c.HGet(ctx, key, "rev").Result())
 	if err := c.HSet(ctx, key, "doc", `{"v":"planted"}`).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := c.HGet(ctx, key, "rev").Result(); after != before {
+	if after := testkit.Must(c.HGet(ctx, key, "rev").Result()); after != before {
 		t.Fatalf("the hand-made HSET changed rev: %q → %q", before, after)
 	}
 	r2, err := rv.Revision(ctx)

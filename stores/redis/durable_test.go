@@ -25,7 +25,7 @@ func TestDurableWrite(t *testing.T) {
 	rc := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
 	defer rc.Close()
 	testkit.WaitFor(t, "the replica's link", func() bool {
-		info, _ := rc.Info(ctx, "replication").Result()
+		info := testkit.Must(rc.Info(ctx, "replication").Result())
 		return strings.Contains(info, "master_link_status:up")
 	})
 	key := newKey()
@@ -47,7 +47,7 @@ func TestDurableWrite(t *testing.T) {
 		}
 		rev = next
 		// Acknowledged means on the replica now, not soon.
-		if got, _ := rc.HGet(ctx, key, "doc").Result(); got != doc {
+		if got := testkit.Must(rc.HGet(ctx, key, "doc").Result()); got != doc {
 			t.Fatalf("write %d acknowledged, the replica holds %q", i, got)
 		}
 	}
@@ -57,7 +57,7 @@ func TestDurableWrite(t *testing.T) {
 	if !errors.Is(err, stores.ErrNotDurable) || !strings.Contains(err.Error(), "nothing was written") {
 		t.Fatalf("min_replicas=2 with one replica: %v", err)
 	}
-	if got, r, _ := s.Read(ctx); string(got) != "doc 19" || r != rev {
+	if got, r := testkit.Must2(s.Read(ctx)); string(got) != "doc 19" || r != rev {
 		t.Fatalf("after a refused write the store holds %q at %s", got, r)
 	}
 
@@ -94,11 +94,11 @@ func TestDurableSingle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stores.Close(s2)
-	_, rev, _ := s2.Read(ctx)
+	_, rev := testkit.Must2(s2.Read(ctx))
 	if _, err := s2.Write(ctx, []byte("two"), rev); !errors.Is(err, stores.ErrNotDurable) {
 		t.Fatalf("min_replicas=1 on a single Redis: %v", err)
 	}
-	if got, _, _ := s.Read(ctx); string(got) != "one" {
+	if got, _ := testkit.Must2(s.Read(ctx)); string(got) != "one" {
 		t.Fatalf("the refused write changed the store: %q", got)
 	}
 }

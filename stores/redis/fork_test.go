@@ -85,7 +85,7 @@ func TestForkAfterFailover(t *testing.T) {
 	primary, replica := testservers.StartRedis(t), testservers.StartRedis(t)
 	rc := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
 	defer rc.Close()
-	host, port, _ := net.SplitHostPort(primary.Addr())
+	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
 	if err := rc.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestForkAfterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the replica to hold version 1", func() bool {
-		n, _ := rc.Exists(ctx, "stateseal:fork").Result()
+		n := testkit.Must(rc.Exists(ctx, "stateseal:fork").Result())
 		return n == 1
 	})
 	// The link breaks; the primary takes a write the replica never sees.
@@ -116,7 +116,7 @@ func TestForkAfterFailover(t *testing.T) {
 	pc := goredis.NewClient(&goredis.Options{Addr: primary.Addr()})
 	defer pc.Close()
 	testkit.WaitFor(t, "the primary to count no replica", func() bool {
-		info, _ := pc.Info(ctx, "replication").Result()
+		info := testkit.Must(pc.Info(ctx, "replication").Result())
 		return strings.Contains(info, "connected_slaves:0")
 	})
 	if _, err := rotation.Rotate(ctx, loc, nil, o); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/faulttest"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -149,7 +150,7 @@ func runLoaders(t testing.TB, loc, kek string, n int, installed func(uint64)) (s
 		if own {
 			// The anchor: a client per loader, as before stores shared
 			// them (a pool and a subscription each, no shared reads).
-			u, _ := url.Parse(loc)
+			u := testkit.Must(url.Parse(loc))
 			c := goredis.NewClient(&goredis.Options{Addr: u.Host})
 			l.Store = redis.New(c, u.Query().Get("key"), nil)
 			t.Cleanup(func() { c.Close() })
@@ -197,8 +198,8 @@ func startChild(t *testing.T, loc, kek string, n int, record func(uint64, time.T
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLoaderChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "STATESEAL_LOADER_CHILD="+strconv.Itoa(n), "STATESEAL_LOADER_LOC="+loc, "STATESEAL_LOADER_KEK="+kek)
 	cmd.SysProcAttr = testservers.SysProcAttr()
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
+	stdin := testkit.Must(cmd.StdinPipe())
+	stdout := testkit.Must(cmd.StdoutPipe())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -213,8 +214,8 @@ func startChild(t *testing.T, loc, kek string, n int, record func(uint64, time.T
 				once.Do(ready)
 			}
 			if len(f) == 3 && f[0] == "INSTALL" {
-				v, _ := strconv.ParseUint(f[1], 10, 64)
-				ns, _ := strconv.ParseInt(f[2], 10, 64)
+				v := testkit.Must(strconv.ParseUint(f[1], 10, 64))
+				ns := testkit.Must(strconv.ParseInt(f[2], 10, 64))
 				record(v, time.Unix(0, ns))
 			}
 		}
@@ -228,7 +229,7 @@ func infoInt(t testing.TB, c *goredis.Client, section, field string) int {
 	}
 	for _, line := range strings.Split(info, "\r\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.Atoi(v)
+			n := testkit.Must(strconv.Atoi(v))
 			return n
 		}
 	}

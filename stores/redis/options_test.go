@@ -8,14 +8,15 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // TestOptions: timeouts and pool settings come from the URL; unknown
 // parameters are refused.
 func TestOptions(t *testing.T) {
-	u, _ := url.Parse("redis://u:p@127.0.0.1:6379/2?key=k&dial_timeout=100ms&read_timeout=300ms&write_timeout=200ms" +
+	u := testkit.Must(url.Parse("redis://u:p@127.0.0.1:6379/2?key=k&dial_timeout=100ms&read_timeout=300ms&write_timeout=200ms" +
 		"&pool_size=7&pool_timeout=1s&max_retries=-1&min_idle_conns=1&conn_max_idle_time=30s&client_name=guard" +
-		"&dialer_retries=1&dialer_retry_timeout=10ms&addr=127.0.0.1:6380")
+		"&dialer_retries=1&dialer_retry_timeout=10ms&addr=127.0.0.1:6380"))
 	o, err := options(u)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +31,7 @@ func TestOptions(t *testing.T) {
 		t.Fatalf("addresses, database or credentials: %+v", o)
 	}
 	for _, bad := range []string{"timeout=1s", "read_timeout=soon", "dialer_retries=0", "dialer_retry_timeout=-1s"} {
-		u, _ := url.Parse("redis://127.0.0.1:6379/0?key=k&" + bad)
+		u := testkit.Must(url.Parse("redis://127.0.0.1:6379/0?key=k&" + bad))
 		if _, err := options(u); err == nil {
 			t.Errorf("%s accepted", bad)
 		} else if strings.Contains(err.Error(), "p@") {
@@ -46,7 +47,7 @@ func TestOptions(t *testing.T) {
 // are refused on a URL that makes no Cluster, and the write parameters
 // are checked.
 func TestClusterAndWriteOptions(t *testing.T) {
-	u, _ := url.Parse("redis://127.0.0.1:7000/0?addr=127.0.0.1:7001&cluster_state_reload_interval=500ms&max_redirects=2&route_by_latency=true")
+	u := testkit.Must(url.Parse("redis://127.0.0.1:7000/0?addr=127.0.0.1:7001&cluster_state_reload_interval=500ms&max_redirects=2&route_by_latency=true"))
 	c, err := newClient(u)
 	if err != nil {
 		t.Fatal(err)
@@ -66,20 +67,20 @@ func TestClusterAndWriteOptions(t *testing.T) {
 		"redis://127.0.0.1:7000/0?addr=127.0.0.1:7001&route_randomly=maybe",
 		"redis://127.0.0.1:6379/0?sentinel_password=p",
 	} {
-		u, _ := url.Parse(bad)
+		u := testkit.Must(url.Parse(bad))
 		if c, err := newClient(u); err == nil {
 			c.Close()
 			t.Errorf("%s accepted", bad)
 		}
 	}
 	for _, bad := range []string{"min_replicas=-1", "min_replicas=two", "wait_timeout=0s", "wait_timeout=soon"} {
-		u, _ := url.Parse("redis://127.0.0.1:6379/0?key=k&" + bad)
+		u := testkit.Must(url.Parse("redis://127.0.0.1:6379/0?key=k&" + bad))
 		if s, err := open(u, nil); err == nil {
 			s.Close()
 			t.Errorf("%s accepted", bad)
 		}
 	}
-	u, _ = url.Parse("redis://127.0.0.1:6379/0?key=k&min_replicas=2&wait_timeout=250ms")
+	u = testkit.Must(url.Parse("redis://127.0.0.1:6379/0?key=k&min_replicas=2&wait_timeout=250ms"))
 	s, err := open(u, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -93,12 +94,12 @@ func TestClusterAndWriteOptions(t *testing.T) {
 // TestSharedClient: stores on one Redis URL share a client, which the
 // last Close closes; another URL gets its own.
 func TestSharedClient(t *testing.T) {
-	u1, _ := url.Parse("redis://127.0.0.1:6379/0?key=a")
-	u2, _ := url.Parse("redis://127.0.0.1:6379/0?key=b&wait_timeout=1s")
-	u3, _ := url.Parse("redis://127.0.0.1:6379/1?key=a")
-	a, _ := open(u1, nil)
-	b, _ := open(u2, nil)
-	c, _ := open(u3, nil)
+	u1 := testkit.Must(url.Parse("redis://127.0.0.1:6379/0?key=a"))
+	u2 := testkit.Must(url.Parse("redis://127.0.0.1:6379/0?key=b&wait_timeout=1s"))
+	u3 := testkit.Must(url.Parse("redis://127.0.0.1:6379/1?key=a"))
+	a := testkit.Must(open(u1, nil))
+	b := testkit.Must(open(u2, nil))
+	c := testkit.Must(open(u3, nil))
 	if a.client != b.client || a.client == c.client {
 		t.Fatal("stores on one URL do not share a client, or other URLs do")
 	}

@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -37,7 +38,7 @@ func TestWatchShared(t *testing.T) {
 	}
 	admin := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
 	defer admin.Close()
-	if m, _ := admin.PubSubNumSub(ctx, key+":changed").Result(); m[key+":changed"] != 1 {
+	if m := testkit.Must(admin.PubSubNumSub(ctx, key+":changed").Result()); m[key+":changed"] != 1 {
 		t.Fatalf("%d subscriptions for five watchers, want 1", m[key+":changed"])
 	}
 	if _, err := first.Write(ctx, []byte("one"), ""); err != nil {
@@ -96,7 +97,7 @@ func TestReadsCoalescedFresh(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if got, _ := strconv.ParseInt(string(doc), 10, 64); got < want {
+				if got := testkit.Must(strconv.ParseInt(string(doc), 10, 64)); got < want {
 					stale.Add(1)
 				}
 			}
