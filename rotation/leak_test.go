@@ -118,13 +118,14 @@ func TestLeakedKeyProcedureVault(t *testing.T) {
 		t.Fatalf("running instance, rolled-back store: %v", err)
 	}
 	// An honest editor with no memory of the keyset (a CronJob) rotates
-	// the rolled-back copy: a fork, which the running instance refuses;
-	// the leaked key stays retired there.
+	// the rolled-back copy: version 2 of a fork, below the running
+	// instance's version 4, which it refuses; the leaked key stays retired
+	// there.
 	if _, err := rotation.Rotate(ctx, loc, nil, o); err != nil {
 		t.Fatal(err)
 	}
-	if err := running.Reload(ctx); !errors.Is(err, keyset.ErrFork) {
-		t.Fatalf("running instance, the rolled-back copy rotated: %v, want ErrFork", err)
+	if err := running.Reload(ctx); !errors.Is(err, keyset.ErrRollback) {
+		t.Fatalf("running instance, the rolled-back copy rotated: %v, want ErrRollback", err)
 	}
 	if _, err := runningSealer.Open(b, token); !errors.Is(err, seal.ErrUnknownKey) {
 		t.Fatalf("running instance after the fork: %v", err)
