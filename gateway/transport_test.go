@@ -11,9 +11,9 @@ import (
 func TestDefaultTransportKeepsConnections(t *testing.T) {
 	g := &Gateway{}
 	g.init()
-	tr, ok := g.proxy.Transport.(*http.Transport)
+	tr, ok := g.transport.(*http.Transport) // under the failover between upstreams
 	if !ok {
-		t.Fatalf("default transport is %T", g.proxy.Transport)
+		t.Fatalf("default transport is %T", g.transport)
 	}
 	if tr.MaxIdleConnsPerHost != 256 || tr.MaxIdleConns != 0 {
 		t.Fatalf("idle connections: %d per host, %d in all; want 256 per host and no total bound", tr.MaxIdleConnsPerHost, tr.MaxIdleConns)
