@@ -551,8 +551,14 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-func (g *Gateway) modifyResponse(resp *http.Response) error {
-	dropTrailers(resp)
+func (g *Gateway) modifyResponse(resp *http.Response) (err error) {
+	// Outermost, so that only ReverseProxy's goroutine reads and closes
+	// the wrapper (the idle watchdog closes the body inside it).
+	defer func() {
+		if err == nil {
+			dropTrailers(resp)
+		}
+	}()
 	ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 	if ex == nil {
 		return nil
@@ -623,7 +629,9 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 // plaintext state could reach the client there. An MCP response needs
 // none. ReverseProxy announces resp.Trailer's names before the body and
 // sends the values the transport merges into it at the body's end, so
-// both are cleared: now, and when the body ends or is closed.
+// both are cleared: now, and when the body ends or is closed. It wraps
+// the body ReverseProxy copies, which only ReverseProxy's goroutine reads
+// and closes.
 func dropTrailers(resp *http.Response) {
 	resp.Trailer = nil
 	resp.Body = &trailerless{ReadCloser: resp.Body, resp: resp}
