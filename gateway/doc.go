@@ -14,5 +14,13 @@
 // upstream sends back with a requestState, in a JSON body or in an SSE
 // stream, has it sealed.
 //
+// The security boundary is in three files, one per layer, each read in
+// one pass: admit.go checks a request's and a response's HTTP framing,
+// sse.go an SSE stream's, and message.go holds every decision about what
+// the gateway reads of a message, both ways (readRequest,
+// readUpstreamMessage). ServeHTTP, in gateway.go, only opens and seals
+// what they return: read or refuse, open, forward, read the answer or
+// refuse it, seal, write.
+//
 // docs/GATEWAY.md has the deployment guide.
 package gateway

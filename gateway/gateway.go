@@ -352,34 +352,30 @@ type refusal struct {
 	rpcError
 }
 
-// inspect reads the request's message (or batch), opens the state a
-// state-carrying call brings, and returns the body to send upstream, or
-// the refusal to send the client instead.
+// inspect reads the request's message (or batch) with readRequest, opens
+// the state a state-carrying call brings, and returns the body to send
+// upstream, or the refusal to send the client instead.
 func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *refusal) {
 	ex.calls = map[string]*call{}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return g.inspectBatch(ex, st, body)
+	req, id, err := readRequest(body)
+	if err != nil {
+		return nil, &refusal{id: id, rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
 	}
-	if !hasState(body) {
-		if !jsontext.Value(body).IsValid() {
-			// Not UTF-8 JSON (UTF-16 or UTF-32, with a BOM or without,
-			// a name twice): some upstream would decode a state in it
-			// that the byte test cannot see.
-			return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
-		}
-		// No member is named requestState, however a parser decodes
-		// names: there is nothing to open. Most requests are such, and
-		// most of their responses carry no state either, so the request
-		// is read only if its response does (resolve).
+	if req.unread {
+		// Its response most likely carries no state either: the request
+		// is read only if it does (resolve).
 		ex.single, ex.lazy = &call{}, body
 		return body, nil
 	}
-	m, err := parseObject(body)
-	if err != nil {
-		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
+	if req.batch {
+		for i := range req.msgs {
+			if _, _, ref := g.open(ex, st, &req.msgs[i]); ref != nil {
+				return nil, ref
+			}
+		}
+		return body, nil
 	}
-	out, c, ref := g.inspectMessage(ex, st, m, false)
+	out, c, ref := g.open(ex, st, &req.msg)
 	if ref != nil {
 		return nil, ref
 	}
@@ -400,11 +396,11 @@ func (ex *exchange) resolve() {
 		return
 	}
 	ex.lazy = nil
-	m, err := parseObject(body)
+	q, err := readLazily(body)
 	if err != nil {
 		return
 	}
-	_, c, _ := ex.g.inspectMessage(ex, ex.g.states.Load(), m, false)
+	_, c, _ := ex.g.open(ex, ex.g.states.Load(), &q)
 	if c == nil {
 		return
 	}
@@ -414,102 +410,40 @@ func (ex *exchange) resolve() {
 	ex.calls[idKey(c.id)] = ex.single
 }
 
-// inspectBatch handles a JSON-RPC batch (protocol versions before
-// 2025-06-18): no call in it may carry state, and none is sealed for.
-func (g *Gateway) inspectBatch(ex *exchange, st *mrtr.States, body []byte) ([]byte, *refusal) {
-	var msgs []jsontext.Value
-	if err := jsonUnmarshal(body, &msgs); err != nil {
-		return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
-	}
-	for _, raw := range msgs {
-		m, err := parseObject(raw)
-		if err != nil {
-			if hasState(raw) {
-				// A state the gateway cannot read must not reach the
-				// upstream unchecked.
-				return nil, &refusal{rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
-			}
-			continue // the upstream answers an invalid member of a batch
-		}
-		if _, _, ref := g.inspectMessage(ex, st, m, true); ref != nil {
-			return nil, ref
-		}
-	}
-	return body, nil
-}
-
-// inspectMessage handles one message. It returns the message to send if
-// it changed, the call it makes (nil for a notification or a response),
-// or a refusal.
-func (g *Gateway) inspectMessage(ex *exchange, st *mrtr.States, m object, batch bool) ([]byte, *call, *refusal) {
-	id, isCall := m.get("id")
-	method, hasMethod, _ := m.str("method")
-	isCall = isCall && hasMethod && id.Kind() != 'n'
-	params, perr := m.object("params")
-	if pv, _ := m.get("params"); perr != nil && hasState(pv) {
-		// Params the gateway cannot read, which may hold a state: it
-		// must not reach the upstream unchecked.
-		return nil, nil, &refusal{id: id, rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
-	}
-	var rs jsontext.Value
-	var hasRS bool
-	if perr == nil && params != nil {
-		rs, hasRS = params.get("requestState")
-		hasRS = hasRS && rs.Kind() != 'n'
-	}
+// open registers the call q makes (nil for a notification or a
+// response) and opens the state it brings. It returns the message to
+// send if it changed, or a refusal.
+func (g *Gateway) open(ex *exchange, st *mrtr.States, q *clientMessage) ([]byte, *call, *refusal) {
 	var c *call
-	if isCall {
-		c = &call{id: id}
-		ex.calls[idKey(id)] = c
+	if q.call {
+		c = &call{id: q.id}
+		ex.calls[idKey(q.id)] = c
 	}
-	carries := method == mrtr.MethodCallTool || method == mrtr.MethodGetPrompt || method == mrtr.MethodReadResource
-	if !isCall || !carries || batch || perr != nil || params == nil {
-		if hasRS {
-			// A requestState where none is ever sealed: refused
-			// unopened, as mcpgo's request hook refuses it.
-			return nil, nil, &refusal{id: id, rpcError: stateError(st.Refuse(mrtr.Request{Method: method, Label: mrtr.Unknown}))}
-		}
+	if q.refuse {
+		return nil, nil, &refusal{id: q.id, rpcError: stateError(st.Refuse(mrtr.Request{Method: q.method, Label: mrtr.Unknown}))}
+	}
+	if !q.stateful {
 		return nil, c, nil
 	}
-	c.req.Method = method
-	targetKey := "name"
-	if method == mrtr.MethodReadResource {
-		targetKey = "uri"
-	} else if args, ok := params.get("arguments"); ok && args.Kind() != 'n' {
-		c.req.Arguments = args
-	}
-	target, _, terr := params.str(targetKey)
-	c.req.Target = target
-	if g.known[target] {
-		c.req.Label = target
+	c.req = mrtr.Request{Method: q.method, Target: q.target, Arguments: q.args}
+	if g.known[q.target] {
+		c.req.Label = q.target
 	}
 	if g.BindSession {
 		c.req.Session = ex.r.Header.Get(headerSession)
 	}
-	if !hasRS {
-		return nil, c, nil
+	if q.state == "" {
+		return nil, c, nil // absent: the first round
 	}
-	token, _, err := params.str("requestState")
-	if err == nil && terr != nil {
-		err = terr
-	}
+	plain, err := ex.mrtrCall(c, st).Open(ex.r.Context(), q.state)
 	if err != nil {
-		return nil, nil, &refusal{id: id, rpcError: stateError(st.Refuse(mrtr.Request{Method: method, Label: mrtr.Unknown}))}
+		return nil, nil, &refusal{id: q.id, rpcError: stateError(err)}
 	}
-	if token == "" {
-		return nil, c, nil // as absent: the first round
-	}
-	plain, err := ex.mrtrCall(c, st).Open(ex.r.Context(), token)
+	out, err := q.withState(plain)
 	if err != nil {
-		return nil, nil, &refusal{id: id, rpcError: stateError(err)}
+		return nil, nil, &refusal{id: q.id, rpcError: stateError(errBadState)}
 	}
-	// The upstream gets the message as the gateway read it: the state
-	// opened, and the target it was bound to, written out again.
-	if params.setString("requestState", plain) != nil || params.setString(targetKey, target) != nil {
-		return nil, nil, &refusal{id: id, rpcError: stateError(errBadState)}
-	}
-	m.put("params", params.marshal())
-	return m.marshal(), c, nil
+	return out, c, nil
 }
 
 // Header values the gateway sets on every request, shared: a header's
@@ -664,93 +598,66 @@ var (
 // rewriteBody seals the state of every result in a JSON body: one message
 // or a batch.
 func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
-	if !jsontext.Value(body).IsValid() {
-		return nil, fmt.Errorf("%w: not JSON", errUpstreamResponse)
+	msgs, batch, err := readUpstreamBody(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
 	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		if !hasState(body) {
-			return body, nil
+	if !batch {
+		out, err := ex.rewriteMessage(body)
+		if err != nil || out == nil {
+			return body, err
 		}
-		var msgs []jsontext.Value
-		if err := jsonUnmarshal(body, &msgs); err != nil {
-			return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
-		}
-		changed := false
-		for i, raw := range msgs {
-			out, err := ex.rewriteMessage(raw)
-			if err != nil {
-				return nil, err
-			}
-			if out != nil {
-				msgs[i], changed = out, true
-			}
-		}
-		if !changed {
-			return body, nil
-		}
-		return jsonMarshal(msgs)
+		return out, nil
 	}
-	out, err := ex.rewriteMessage(body)
-	if err != nil || out == nil {
-		return body, err
+	changed := false
+	for i, raw := range msgs {
+		out, err := ex.rewriteMessage(raw)
+		if err != nil {
+			return nil, err
+		}
+		if out != nil {
+			msgs[i], changed = out, true
+		}
 	}
-	return out, nil
+	if !changed {
+		return body, nil
+	}
+	return joinBatch(msgs)
 }
 
 // rewriteMessage seals the state of one message from upstream if it is a
 // result that carries one. It returns nil if the message is unchanged.
 // A message that names a call of the exchange marks it answered.
 func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
-	var c *call
 	if ex.single != nil && !hasState(raw) {
 		// The common case: the one call's response, without state,
-		// marked answered without being parsed (it only decides whether
-		// a broken stream gets an error event for the call).
-		if !ex.single.answered && bytes.Contains(raw, []byte(`"id"`)) &&
-			(bytes.Contains(raw, []byte(`"result"`)) || bytes.Contains(raw, []byte(`"error"`))) {
+		// marked answered without being parsed.
+		if !ex.single.answered && mayAnswer(raw) {
 			ex.single.answered = true
 		}
 		return nil, nil
 	}
 	ex.resolve()
-	m, err := parseObject(raw)
+	u, err := readUpstreamMessage(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
 	}
-	id, hasID := m.get("id")
-	_, isResult := m.get("result")
-	_, isError := m.get("error")
-	if hasID && (isResult || isError) {
-		c = ex.calls[idKey(id)]
-		if c != nil {
+	var c *call
+	if u.answers {
+		if c = ex.calls[idKey(u.id)]; c != nil {
 			c.answered = true
 		}
 	}
-	if !hasState(raw) {
-		return nil, nil
-	}
-	if !onlyResultState(raw, m) && strayState(raw) {
+	if u.stray {
 		// A requestState the gateway would not seal: its plaintext must
 		// not reach the client.
 		ex.g.logger().Error("sealgate: upstream sent a requestState outside a result's own; refusing it", "method", methodOf(c))
-		if hasID && (isResult || isError) {
-			return errorMessage(id, strayError), nil
+		if u.answers {
+			return errorMessage(u.id, strayError), nil
 		}
 		return nil, fmt.Errorf("%w: a notification or request carrying a requestState", errUpstreamResponse)
 	}
-	if !isResult {
-		return nil, nil
-	}
-	res, err := m.object("result")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
-	}
-	state, ok, err := res.str("requestState")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
-	}
-	if !ok || state == "" {
+	if u.state == "" {
 		return nil, nil
 	}
 	st := ex.g.states.Load()
@@ -759,9 +666,9 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 		// method, a batch, an id the gateway did not send): its
 		// plaintext must not reach the client.
 		ex.g.logger().Error("sealgate: upstream returned a requestState for a request that cannot carry state; answering an error", "method", methodOf(c))
-		return errorMessage(id, sealError), nil
+		return errorMessage(u.id, sealError), nil
 	}
-	tok, err := ex.mrtrCall(c, st).Seal(state)
+	tok, err := ex.mrtrCall(c, st).Seal(u.state)
 	if err != nil {
 		method, target := c.req.Method, mrtr.Unknown
 		if errors.Is(err, mrtr.ErrNoPrincipal) {
@@ -770,14 +677,14 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 		} else {
 			ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
 		}
-		return errorMessage(id, sealError), nil
+		return errorMessage(u.id, sealError), nil
+	}
+	out, err := u.withState(tok)
+	if err != nil {
+		return errorMessage(u.id, sealError), nil
 	}
 	ex.g.Stats.Sealed.Add(1)
-	if res.setString("requestState", tok) != nil {
-		return errorMessage(id, sealError), nil
-	}
-	m.put("result", res.marshal())
-	return m.marshal(), nil
+	return out, nil
 }
 
 func methodOf(c *call) string {

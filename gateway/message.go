@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -20,83 +18,266 @@ import (
 // upstream in any language reads, whichever of two duplicates that
 // upstream's parser would keep: a message the gateway cannot read one way
 // only is refused, never passed on unchecked.
+//
+// This file is the gateway's reading of messages, both ways, and every
+// decision about what it reads: readRequest reads the client's body,
+// readUpstreamBody and readUpstreamMessage what comes back, and the
+// withState methods write a message back with its state replaced. The
+// gateway itself (gateway.go) only opens and seals what these return;
+// HTTP framing is admit.go's, SSE framing sse.go's.
 
-// object is one JSON object: its members in order, their values
-// undecoded (slices of the input).
-type object []member
+// errParse is a request body the gateway cannot read strictly, or whose
+// requestState it cannot be sure it read: the client gets -32700.
+var errParse = errors.New("parse error")
 
-type member struct {
-	name string
-	val  jsontext.Value
-	obj  object // val read as an object, for a message's params or result
+// A clientMessage is what the gateway read of one message from the client.
+type clientMessage struct {
+	m      object
+	params object
+	id     jsontext.Value
+	method string
+	// call is a request with an id: a response comes back for it.
+	call bool
+	// stateful is a call of a method that carries state (tools/call,
+	// prompts/get, resources/read), outside a batch, with params an
+	// object: its state is opened, and the one its result brings sealed,
+	// under its binding.
+	stateful  bool
+	targetKey string // "name", or "uri" for resources/read
+	target    string
+	args      jsontext.Value // absent or null: nil
+	state     string         // absent, null or empty: "", the first round
+	// refuse is a requestState the gateway refuses unopened: in a
+	// message that cannot carry one, not a string, or beside a target
+	// that is not a string.
+	refuse bool
 }
 
-var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
-
-// parseObject reads b, one JSON object, strictly (exact names, no name
-// twice, valid UTF-8, no name the gateway reads spelled in another case,
-// nothing after it), without decoding its values; but a member params or
-// result that is an object is read the same way in the same pass.
-func parseObject(b []byte) (object, error) {
-	dec := decoders.Get().(*jsontext.Decoder)
-	defer func() {
-		dec.Reset(bytes.NewBuffer(nil))
-		decoders.Put(dec)
-	}()
-	dec.Reset(bytes.NewBuffer(b))
-	o, err := readObject(dec, b, true)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, errors.New("data after the object")
-	}
-	return o, nil
+// A clientRequest is the client's body as the gateway read it.
+type clientRequest struct {
+	batch bool
+	// unread is a single message in which no member can be named
+	// requestState, however a parser decodes names: valid UTF-8 JSON,
+	// left unparsed (readLazily reads it if its response needs it).
+	unread bool
+	msg    clientMessage   // the message, if not a batch and not unread
+	msgs   []clientMessage // for a batch, its members the gateway could read
 }
 
-// readObject reads the object that starts at dec's next token, whose
-// input is b.
-func readObject(dec *jsontext.Decoder, b []byte, top bool) (object, error) {
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return nil, err
-	}
-	if tok.Kind() != '{' {
-		return nil, errors.New("not an object")
-	}
-	o := make(object, 0, 8)
-	for dec.PeekKind() != '}' {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return nil, err
+// readRequest reads the client's body: one message or a batch. err is
+// errParse (with the id of the message, if one was read) for a body some
+// upstream might read a state in that the gateway cannot.
+func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		// A JSON-RPC batch (protocol versions before 2025-06-18): no call
+		// in it may carry state, and none is sealed for.
+		req.batch = true
+		var msgs []jsontext.Value
+		if err := json.Unmarshal(body, &msgs); err != nil {
+			return req, nil, errParse
 		}
-		name := tok.String() // before the next call voids tok
-		if err := checkName(name); err != nil {
-			return nil, err
-		}
-		if top && (name == "params" || name == "result") && dec.PeekKind() == '{' {
-			// Only a colon and blanks lie between the name and the
-			// object's brace.
-			start := dec.InputOffset()
-			start += int64(bytes.IndexByte(b[start:], '{'))
-			child, err := readObject(dec, b, false)
+		for _, raw := range msgs {
+			m, err := parseObject(raw)
 			if err != nil {
-				return nil, err
+				if hasState(raw) {
+					// A state the gateway cannot read must not reach the
+					// upstream unchecked.
+					return req, nil, errParse
+				}
+				continue // the upstream answers an invalid member of a batch
 			}
-			o = append(o, member{name, jsontext.Value(b[start:dec.InputOffset()]), child})
-			continue
+			q, err := readClientMessage(m, true)
+			if err != nil {
+				return req, q.id, err
+			}
+			req.msgs = append(req.msgs, q)
 		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return nil, err
-		}
-		end := dec.InputOffset()
-		o = append(o, member{name, jsontext.Value(b[end-int64(len(v)) : end]), nil})
+		return req, nil, nil
 	}
-	if _, err := dec.ReadToken(); err != nil {
+	if !hasState(body) {
+		if !jsontext.Value(body).IsValid() {
+			// Not UTF-8 JSON (UTF-16 or UTF-32, with a BOM or without,
+			// a name twice): some upstream would decode a state in it
+			// that the byte test cannot see.
+			return req, nil, errParse
+		}
+		// No member is named requestState, however a parser decodes
+		// names: there is nothing to open. Most requests are such, and
+		// most of their responses carry no state either.
+		req.unread = true
+		return req, nil, nil
+	}
+	req.msg, err = readLazily(body)
+	if err != nil {
+		return req, req.msg.id, err
+	}
+	return req, nil, nil
+}
+
+// readLazily reads one message of the client's, which readRequest left
+// unread or found may carry a state.
+func readLazily(body []byte) (clientMessage, error) {
+	m, err := parseObject(body)
+	if err != nil {
+		return clientMessage{}, errParse
+	}
+	return readClientMessage(m, false)
+}
+
+// readClientMessage reads one message from the client, in a batch or not.
+func readClientMessage(m object, batch bool) (clientMessage, error) {
+	q := clientMessage{m: m}
+	id, hasID := m.get("id")
+	q.id = id
+	method, hasMethod, _ := m.str("method")
+	q.method = method
+	q.call = hasID && hasMethod && id.Kind() != 'n'
+	params, perr := m.object("params")
+	if pv, _ := m.get("params"); perr != nil && hasState(pv) {
+		// Params the gateway cannot read, which may hold a state: it
+		// must not reach the upstream unchecked.
+		return q, errParse
+	}
+	var hasRS bool
+	if perr == nil && params != nil {
+		rs, ok := params.get("requestState")
+		hasRS = ok && rs.Kind() != 'n'
+	}
+	carries := method == mrtr.MethodCallTool || method == mrtr.MethodGetPrompt || method == mrtr.MethodReadResource
+	if !q.call || !carries || batch || perr != nil || params == nil {
+		// A requestState where none is ever sealed is refused
+		// unopened, as mcpgo's request hook refuses it.
+		q.refuse = hasRS
+		return q, nil
+	}
+	q.params, q.stateful, q.targetKey = params, true, "name"
+	if method == mrtr.MethodReadResource {
+		q.targetKey = "uri"
+	} else if args, ok := params.get("arguments"); ok && args.Kind() != 'n' {
+		q.args = args
+	}
+	target, _, terr := params.str(q.targetKey)
+	q.target = target
+	if !hasRS {
+		return q, nil
+	}
+	token, _, err := params.str("requestState")
+	q.state, q.refuse = token, err != nil || terr != nil
+	return q, nil
+}
+
+// withState is the message with its requestState replaced by the state
+// opened, and its target written out again as the gateway read it: the
+// upstream gets the message in the one form the gateway read.
+func (q *clientMessage) withState(plain string) ([]byte, error) {
+	if err := q.params.setString("requestState", plain); err != nil {
 		return nil, err
 	}
-	return o, nil
+	if err := q.params.setString(q.targetKey, q.target); err != nil {
+		return nil, err
+	}
+	q.m.put("params", q.params.marshal())
+	return q.m.marshal(), nil
+}
+
+// An upstreamMessage is what the gateway read of one message from upstream.
+type upstreamMessage struct {
+	m      object
+	result object
+	id     jsontext.Value
+	// answers is a response (a result or an error) naming an id: it
+	// answers that call.
+	answers  bool
+	isResult bool
+	// stray is a member a parser may read as requestState anywhere but
+	// as the result's own (strayState): never sealed, so refused.
+	stray bool
+	state string // the result's requestState; "" if none
+}
+
+// readUpstreamBody reads a JSON response body: one message (batch false,
+// to read with readUpstreamMessage), or a batch, split into its messages
+// (none if no member in it can be named requestState: the body passes).
+func readUpstreamBody(body []byte) (msgs []jsontext.Value, batch bool, err error) {
+	if !jsontext.Value(body).IsValid() {
+		return nil, false, errors.New("not JSON")
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return nil, false, nil
+	}
+	if !hasState(body) {
+		return nil, true, nil
+	}
+	if err := json.Unmarshal(body, &msgs); err != nil {
+		return nil, true, err
+	}
+	return msgs, true, nil
+}
+
+// joinBatch writes a batch of messages from upstream back as one body.
+func joinBatch(msgs []jsontext.Value) ([]byte, error) { return json.Marshal(msgs) }
+
+// mayAnswer is the byte test for a message from upstream that holds no
+// requestState (hasState is false): whether it may answer a call, to
+// mark the exchange's one call answered without parsing it. It only
+// decides whether a broken stream gets an error event for that call.
+func mayAnswer(raw []byte) bool {
+	return bytes.Contains(raw, []byte(`"id"`)) && (bytes.Contains(raw, []byte(`"result"`)) || bytes.Contains(raw, []byte(`"error"`)))
+}
+
+// passesUnread reports whether an SSE event (its raw lines) can go to the
+// client byte for byte without its data being read: no member in it can
+// be named requestState, and it answers no call still waiting.
+func passesUnread(ev []byte, allAnswered bool) bool {
+	return !hasState(ev) && (allAnswered || !bytes.Contains(ev, []byte(`"id"`)))
+}
+
+// readUpstreamMessage reads one message from upstream (valid JSON).
+func readUpstreamMessage(raw []byte) (upstreamMessage, error) {
+	var u upstreamMessage
+	m, err := parseObject(raw)
+	if err != nil {
+		return u, err
+	}
+	u.m = m
+	id, hasID := m.get("id")
+	_, isResult := m.get("result")
+	_, isError := m.get("error")
+	u.id, u.answers, u.isResult = id, hasID && (isResult || isError), isResult
+	if !hasState(raw) {
+		return u, nil
+	}
+	if !onlyResultState(raw, m) && strayState(raw) {
+		u.stray = true
+		return u, nil
+	}
+	if !isResult {
+		return u, nil
+	}
+	res, err := m.object("result")
+	if err != nil {
+		return u, err
+	}
+	state, ok, err := res.str("requestState")
+	if err != nil {
+		return u, err
+	}
+	if ok {
+		u.result, u.state = res, state
+	}
+	return u, nil
+}
+
+// withState is the message with its result's requestState replaced by
+// the sealed token.
+func (u *upstreamMessage) withState(token string) ([]byte, error) {
+	if err := u.result.setString("requestState", token); err != nil {
+		return nil, err
+	}
+	u.m.put("result", u.result.marshal())
+	return u.m.marshal(), nil
 }
 
 // The member names the gateway reads, in a message, its params or its
@@ -166,120 +347,6 @@ func foldsTo(name, folded string) bool {
 		j++
 	}
 	return j == len(folded)
-}
-
-// get returns member k.
-func (o object) get(k string) (jsontext.Value, bool) {
-	for i := range o {
-		if o[i].name == k {
-			return o[i].val, true
-		}
-	}
-	return nil, false
-}
-
-// str returns member k as a string: ok is false if it is absent or null,
-// err is set if it is something else.
-func (o object) str(k string) (s string, ok bool, err error) {
-	v, present := o.get(k)
-	if !present || v.Kind() == 'n' {
-		return "", false, nil
-	}
-	if v.Kind() != '"' {
-		return "", false, errors.New(k + " is not a string")
-	}
-	if bytes.IndexByte(v, '\\') < 0 {
-		return string(v[1 : len(v)-1]), true, nil // valid UTF-8: read strictly
-	}
-	u, err := jsontext.AppendUnquote(nil, v)
-	return string(u), err == nil, err
-}
-
-// object returns member k as an object, nil if absent or null.
-func (o object) object(k string) (object, error) {
-	v, present := o.get(k)
-	if !present || v.Kind() == 'n' {
-		return nil, nil
-	}
-	if v.Kind() != '{' {
-		return nil, errors.New(k + " is not an object")
-	}
-	for i := range o {
-		if o[i].name == k && o[i].obj != nil {
-			return o[i].obj, nil // read with o
-		}
-	}
-	return parseObject(v)
-}
-
-// put sets member k to the JSON value b.
-func (o *object) put(k string, b []byte) {
-	for i := range *o {
-		if (*o)[i].name == k {
-			(*o)[i].val, (*o)[i].obj = b, nil
-			return
-		}
-	}
-	*o = append(*o, member{k, b, nil})
-}
-
-// setString sets member k to the string v.
-func (o *object) setString(k string, v string) error {
-	b, err := jsontext.AppendQuote(nil, v)
-	if err != nil {
-		return err
-	}
-	o.put(k, b)
-	return nil
-}
-
-// marshal encodes the object, its members in their order.
-func (o object) marshal() []byte {
-	n := 2
-	for _, m := range o {
-		n += len(m.name) + len(m.val) + 4
-	}
-	b := make([]byte, 0, n+16)
-	b = append(b, '{')
-	for i, m := range o {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b, _ = jsontext.AppendQuote(b, m.name) // names came from valid JSON
-		b = append(b, ':')
-		b = append(b, m.val...)
-	}
-	return append(b, '}')
-}
-
-// idKey is the key of a JSON-RPC id in a map of calls: its canonical text.
-func idKey(id jsontext.Value) string {
-	if isCanonicalID(id) {
-		return string(id)
-	}
-	v := id.Clone()
-	if v.Canonicalize() != nil {
-		return string(id)
-	}
-	return string(v)
-}
-
-// isCanonicalID reports whether id, valid JSON, is already in canonical
-// form, as most ids are: a string without an escape (nothing in it needs
-// one), or a small integer written plainly.
-func isCanonicalID(id jsontext.Value) bool {
-	switch {
-	case len(id) >= 2 && id[0] == '"':
-		return bytes.IndexByte(id, '\\') < 0
-	case len(id) == 0 || len(id) > 15 || len(id) > 1 && id[0] == '0':
-		return false
-	}
-	for _, c := range id {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // Error codes, as the go-sdk middleware (package mcpsdk) answers them.
@@ -403,8 +470,6 @@ func onlyResultState(raw []byte, m object) bool {
 	_, ok := res.get("requestState")
 	return ok
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 

@@ -223,7 +223,7 @@ func (s *sseReader) process() {
 		s.fail(fmt.Errorf("%w: an SSE field %q the gateway does not read", errUpstreamResponse, f))
 		return
 	}
-	if !hasState(ev) && (s.ex.allAnswered() || !bytes.Contains(ev, []byte(`"id"`))) {
+	if passesUnread(ev, s.ex.allAnswered()) {
 		s.out = append(s.out, ev...)
 		return
 	}
