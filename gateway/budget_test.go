@@ -52,7 +52,7 @@ func TestRequestBudget(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"code":-32600`)) || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a fifth body: HTTP %d %s", resp.StatusCode, b)
 	}
-	if f.up.calls.Load() != 0 {
+	if f.up.Calls.Load() != 0 {
 		t.Fatal("the upstream got a request")
 	}
 	for _, s := range stalled {

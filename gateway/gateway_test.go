@@ -13,78 +13,16 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/rpctest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/seal"
 )
-
-// upstream is a fake MCP server: it records what it receives and answers
-// with its reply function.
-type upstream struct {
-	mu    sync.Mutex
-	got   []map[string]any // request bodies
-	hdrs  []http.Header
-	trail []http.Header // trailers, read with a POST's body
-	calls atomic.Int64
-	reply func(w http.ResponseWriter, r *http.Request, msg map[string]any)
-}
-
-func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	u.calls.Add(1)
-	var msg map[string]any
-	if r.Method == http.MethodPost {
-		b := testkit.Must(io.ReadAll(r.Body))
-		testkit.Check(json.Unmarshal(b, &msg))
-	}
-	u.mu.Lock()
-	u.got = append(u.got, msg)
-	u.hdrs = append(u.hdrs, r.Header.Clone())
-	u.trail = append(u.trail, r.Trailer.Clone())
-	u.mu.Unlock()
-	u.reply(w, r, msg)
-}
-
-func (u *upstream) last() (map[string]any, http.Header) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.got[len(u.got)-1], u.hdrs[len(u.hdrs)-1]
-}
-
-// stateReply answers the first round of every call with input_required
-// and state "plain:<name>", and a retry with the state it got, as JSON.
-func stateReply(w http.ResponseWriter, _ *http.Request, msg map[string]any) {
-	writeJSONValue(w, result(msg, stateResult(msg)))
-}
-
-func stateResult(msg map[string]any) map[string]any {
-	p, _ := msg["params"].(map[string]any)
-	if s, ok := p["requestState"].(string); ok && s != "" {
-		return map[string]any{"content": []any{map[string]any{"type": "text", "text": "got " + s}}}
-	}
-	name, _ := p["name"].(string)
-	if name == "" {
-		name, _ = p["uri"].(string)
-	}
-	return map[string]any{"resultType": "input_required",
-		"inputRequests": map[string]any{"q": map[string]any{"method": "elicitation/create"}},
-		"requestState":  "plain:" + name}
-}
-
-func result(msg map[string]any, res any) map[string]any {
-	return map[string]any{"jsonrpc": "2.0", "id": msg["id"], "result": res}
-}
-
-func writeJSONValue(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
-}
 
 type fixture struct {
 	t    *testing.T
@@ -98,7 +36,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map[string]any), mod func(*Gateway, *mrtr.Options)) *fixture {
 	t.Helper()
-	up := &upstream{reply: reply}
+	up := &upstream{Reply: reply}
 	us := httptest.NewServer(up)
 	t.Cleanup(us.Close)
 	u := testkit.Must(url.Parse(us.URL))
@@ -123,92 +61,25 @@ func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map
 	return &fixture{t: t, up: up, gw: g, url: gs.URL + "/mcp", ring: ring, o: o}
 }
 
+// The shared test ends of JSON-RPC over HTTP, by the names these tests use.
+type upstream = rpctest.Upstream
+
+var (
+	stateReply     = rpctest.StateReply
+	stateResult    = rpctest.StateResult
+	result         = rpctest.Result
+	writeJSONValue = rpctest.WriteJSON
+	sseData        = rpctest.SSEData
+	rpcCall        = rpctest.Call
+	resultOf       = rpctest.ResultOf
+	refused        = rpctest.Refused
+)
+
 // post sends one JSON-RPC message and returns the status and the decoded
 // reply (the last message of an SSE stream).
 func (f *fixture) post(msg any, hdr map[string]string) (int, map[string]any) {
 	f.t.Helper()
-	b := testkit.Must(json.Marshal(msg))
-	req := testkit.Must(http.NewRequest(http.MethodPost, f.url, bytes.NewReader(b)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	hc := f.hc
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body := testkit.Must(io.ReadAll(resp.Body))
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		evs := sseData(body)
-		if len(evs) == 0 {
-			return resp.StatusCode, nil
-		}
-		body = []byte(evs[len(evs)-1])
-	}
-	var out map[string]any
-	if err := json.Unmarshal(body, &out); err != nil {
-		f.t.Fatalf("reply %d %q: %v", resp.StatusCode, body, err)
-	}
-	return resp.StatusCode, out
-}
-
-func sseData(b []byte) []string {
-	var out []string
-	for _, ev := range strings.Split(string(b), "\n\n") {
-		var data []string
-		for _, line := range strings.Split(ev, "\n") {
-			if v, ok := strings.CutPrefix(line, "data:"); ok {
-				data = append(data, strings.TrimPrefix(v, " "))
-			}
-		}
-		if len(data) > 0 {
-			out = append(out, strings.Join(data, "\n"))
-		}
-	}
-	return out
-}
-
-func rpcCall(id int, method, name string, args any, state string) map[string]any {
-	p := map[string]any{"name": name}
-	if method == mrtr.MethodReadResource {
-		p = map[string]any{"uri": name}
-	}
-	if args != nil {
-		p["arguments"] = args
-	}
-	if state != "" {
-		p["requestState"] = state
-		p["inputResponses"] = map[string]any{"q": map[string]any{"action": "accept"}}
-	}
-	return map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": p}
-}
-
-func resultOf(t *testing.T, m map[string]any) map[string]any {
-	t.Helper()
-	r, ok := m["result"].(map[string]any)
-	if !ok {
-		t.Fatalf("no result: %v", m)
-	}
-	return r
-}
-
-// refused checks a reply is the middleware's refusal with reason.
-func refused(t *testing.T, status int, m map[string]any, wantStatus int, reason string) {
-	t.Helper()
-	e, ok := m["error"].(map[string]any)
-	if !ok {
-		t.Fatalf("not an error: %v", m)
-	}
-	data, _ := e["data"].(map[string]any)
-	if status != wantStatus || e["code"] != float64(codeInvalidParams) || e["message"] != "invalid requestState: "+reason || data["reason"] != reason {
-		t.Fatalf("got HTTP %d %v; want HTTP %d -32602 invalid requestState: %[4]s, reason %[4]s", status, e, wantStatus, reason)
-	}
+	return rpctest.Post(f.t, f.hc, f.url, msg, hdr)
 }
 
 var v2026 = map[string]string{headerVersion: version2026}
@@ -231,7 +102,7 @@ func TestRoundTripJSON(t *testing.T) {
 				t.Fatalf("state not sealed: %v", r1)
 			}
 			_, r2 := f.post(rpcCall(2, method, name, args, tok), v2026)
-			got, _ := f.up.last()
+			got, _ := f.up.Last()
 			if s := got["params"].(map[string]any)["requestState"]; s != "plain:"+name {
 				t.Fatalf("upstream got state %v", s)
 			}
@@ -270,7 +141,7 @@ func TestAttacksRefused(t *testing.T) {
 		}
 		return tk
 	}()
-	before := f.up.calls.Load()
+	before := f.up.Calls.Load()
 	for _, c := range []struct {
 		name   string
 		msg    map[string]any
@@ -308,7 +179,7 @@ func TestAttacksRefused(t *testing.T) {
 			t.Fatalf("%v: got HTTP %d %v", extra, status, m)
 		}
 	}
-	if n := f.up.calls.Load(); n != before {
+	if n := f.up.Calls.Load(); n != before {
 		t.Fatalf("the upstream was contacted %d times by refused requests", n-before)
 	}
 	// Before 2026-07-28 the same refusal comes with HTTP 200, as the
@@ -353,7 +224,7 @@ func TestStateElsewhereRefused(t *testing.T) {
 		status, m := f.post(msg, v2026)
 		refused(t, status, m, http.StatusBadRequest, "invalid")
 	}
-	if f.up.calls.Load() != 0 {
+	if f.up.Calls.Load() != 0 {
 		t.Fatal("the upstream was contacted")
 	}
 }
@@ -398,7 +269,7 @@ func TestStrictParsing(t *testing.T) {
 			t.Errorf("%s: HTTP %d %s", body, status, b)
 		}
 	}
-	if f.up.calls.Load() != 0 {
+	if f.up.Calls.Load() != 0 {
 		t.Fatal("the upstream was contacted")
 	}
 	// First rounds in valid JSON the gateway cannot read one way only
@@ -441,7 +312,7 @@ func TestNoPrincipalCannotSeal(t *testing.T) {
 	}
 	// The header came from an address the gateway does not trust: it is
 	// not forwarded either.
-	_, h := f.up.last()
+	_, h := f.up.Last()
 	if h.Get("X-User") != "" {
 		t.Fatal("an untrusted principal header reached the upstream")
 	}
@@ -645,7 +516,7 @@ func TestRequestTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || f.up.calls.Load() != 0 {
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || f.up.Calls.Load() != 0 {
 		t.Fatalf("got %d", resp.StatusCode)
 	}
 }

@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/seal"
@@ -23,10 +21,6 @@ func newStates(ring *keyring.Ring, o *mrtr.Options) (*mrtr.States, error) {
 	return mrtr.New(s, o)
 }
 
-type buildError struct{ out string }
-
-func (e *buildError) Error() string { return "build: " + e.out }
-
 // waitFor polls cond until it holds, failing the test after 30 seconds
 // (longer than testkit.WaitFor: a Redis or a build may be slow to come).
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -40,31 +34,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-var sealctlBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// sealctl runs the sealctl command in dir, built once.
+// sealctl runs the sealctl command in dir.
 func sealctl(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	sealctlBin.once.Do(func() {
-		d, err := os.MkdirTemp("", "sealgate-bin")
-		if err != nil {
-			sealctlBin.err = err
-			return
-		}
-		sealctlBin.path = filepath.Join(d, "sealctl")
-		out, err := exec.Command("go", "build", "-o", sealctlBin.path, "github.com/stateseal/stateseal/cmd/sealctl").CombinedOutput()
-		if err != nil {
-			sealctlBin.err = &buildError{string(out)}
-		}
-	})
-	if sealctlBin.err != nil {
-		t.Fatal(sealctlBin.err)
-	}
-	cmd := exec.Command(sealctlBin.path, args...)
+	cmd := exec.Command(testkit.Build(t, "github.com/stateseal/stateseal/cmd/sealctl"), args...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -200,8 +200,7 @@ func procCPU(t *testing.T, pid int) time.Duration {
 // base URL and process id.
 func startExampleProc(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	startExample(t) // builds the binary once
-	cmd := exec.Command(exampleBin.path, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(testkit.Build(t, exampleServer), append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	stderr := testkit.Must(cmd.StderrPipe())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

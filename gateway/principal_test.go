@@ -148,7 +148,7 @@ func TestJWTThroughGateway(t *testing.T) {
 	alice := map[string]string{headerVersion: version2026, "Authorization": claims("alice", time.Hour)}
 	_, m := f.post(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""), alice)
 	tok := resultOf(t, m)["requestState"].(string)
-	_, h := f.up.last()
+	_, h := f.up.Last()
 	if h.Get("Authorization") != alice["Authorization"] {
 		t.Fatal("Authorization was not forwarded")
 	}

@@ -110,7 +110,7 @@ func TestRequestFraming(t *testing.T) {
 		{"an escaped pass-through path", "PUT", "/.well-known%2Foauth-authorization-server", map[string][]string{"Content-Type": {"text/plain"}}, []byte(forged), 405},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.up.calls.Load()
+			before := f.up.Calls.Load()
 			req, err := http.NewRequest(tc.method, base+tc.path, bytes.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
@@ -125,7 +125,7 @@ func TestRequestFraming(t *testing.T) {
 			if resp.StatusCode != tc.status || !bytes.Contains(b, []byte(`"error":{"code":-32`)) {
 				t.Fatalf("HTTP %d %s; want %d and a JSON-RPC error", resp.StatusCode, b, tc.status)
 			}
-			if f.up.calls.Load() != before {
+			if f.up.Calls.Load() != before {
 				t.Fatal("the upstream got the request")
 			}
 		})
@@ -133,7 +133,7 @@ func TestRequestFraming(t *testing.T) {
 	// The listed path passes, unread, with its method and body; its JSON
 	// answer (a plaintext state, from stateReply) is still read, and the
 	// plaintext does not reach the client.
-	before := f.up.calls.Load()
+	before := f.up.Calls.Load()
 	req := testkit.Must(http.NewRequest("PUT", base+"/.well-known/oauth-authorization-server", strings.NewReader("x=1")))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := http.DefaultClient.Do(req)
@@ -142,7 +142,7 @@ func TestRequestFraming(t *testing.T) {
 	}
 	b := testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
-	if f.up.calls.Load() != before+1 {
+	if f.up.Calls.Load() != before+1 {
 		t.Fatalf("the pass-through path did not reach the upstream: HTTP %d", resp.StatusCode)
 	}
 	if bytes.Contains(b, []byte("plain:")) || !bytes.Contains(b, []byte("cannot seal requestState")) {
@@ -286,7 +286,7 @@ func TestResponseFraming(t *testing.T) {
 			if !bytes.Contains(b, []byte(`"error":{"code":-32603`)) {
 				t.Fatalf("HTTP %d %q: want a -32603 error", status, b)
 			}
-			if _, hdr := f.up.last(); hdr.Get("Accept-Encoding") != "identity" {
+			if _, hdr := f.up.Last(); hdr.Get("Accept-Encoding") != "identity" {
 				t.Fatalf("the upstream was asked for %q", hdr.Get("Accept-Encoding"))
 			}
 		})
@@ -325,7 +325,7 @@ func TestPrincipalHeaderSpellings(t *testing.T) {
 			}
 			b := testkit.Must(io.ReadAll(resp.Body))
 			resp.Body.Close()
-			_, hdr := f.up.last()
+			_, hdr := f.up.Last()
 			for k, v := range hdr {
 				if headerFold(k) != "x-forwarded-user" {
 					continue
@@ -377,7 +377,7 @@ func TestSlowBody(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestTimeout || time.Since(start) > 5*time.Second {
 		t.Fatalf("HTTP %d after %v", resp.StatusCode, time.Since(start))
 	}
-	if f.up.calls.Load() != 0 {
+	if f.up.Calls.Load() != 0 {
 		t.Fatal("the upstream got the request")
 	}
 }
@@ -409,25 +409,25 @@ func TestRequestTrailers(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	for _, declare := range []string{"Trailer: X-Forwarded-User, Content-Encoding\r\n", ""} {
-		before := f.up.calls.Load()
+		before := f.up.Calls.Load()
 		if status, b := send("/mcp", declare); status != http.StatusBadRequest || !bytes.Contains(b, []byte(`"code":-32600`)) || !bytes.Contains(b, []byte("trailers")) {
 			t.Fatalf("%q: HTTP %d %s", declare, status, b)
 		}
-		if f.up.calls.Load() != before {
+		if f.up.Calls.Load() != before {
 			t.Fatalf("%q: the upstream got the request", declare)
 		}
 	}
 	if status, b := send("/oauth", "Trailer: X-Forwarded-User\r\n"); status != http.StatusBadRequest {
 		t.Fatalf("pass-through, declared: HTTP %d %s", status, b)
 	}
-	before := f.up.calls.Load()
+	before := f.up.Calls.Load()
 	send("/oauth", "")
-	if f.up.calls.Load() != before+1 {
+	if f.up.Calls.Load() != before+1 {
 		t.Fatal("pass-through: the upstream did not get the request")
 	}
-	f.up.mu.Lock()
-	tr := f.up.trail[len(f.up.trail)-1]
-	f.up.mu.Unlock()
+	f.up.Mu.Lock()
+	tr := f.up.Trail[len(f.up.Trail)-1]
+	f.up.Mu.Unlock()
 	if len(tr) != 0 {
 		t.Fatalf("pass-through: the upstream got trailers %v", tr)
 	}
@@ -451,18 +451,18 @@ func TestSessionHeaderSpellings(t *testing.T) {
 		b := testkit.Must(io.ReadAll(resp.Body))
 		return resp.StatusCode, b
 	}
-	before := f.up.calls.Load()
+	before := f.up.Calls.Load()
 	if status, b := send(http.Header{"Mcp-Session-Id": {"S1", "S3"}}); status != http.StatusBadRequest || !bytes.Contains(b, []byte(`"code":-32600`)) {
 		t.Fatalf("two Mcp-Session-Id: HTTP %d %s", status, b)
 	}
-	if f.up.calls.Load() != before {
+	if f.up.Calls.Load() != before {
 		t.Fatal("two Mcp-Session-Id: the upstream got the request")
 	}
 	for _, sp := range []string{"Mcp_Session_Id", "mcp_session_id", "MCP-SESSION_ID"} {
 		if status, b := send(http.Header{"Mcp-Session-Id": {"S1"}, sp: {"S2"}}); status != 200 {
 			t.Fatalf("%s: HTTP %d %s", sp, status, b)
 		}
-		_, hdr := f.up.last()
+		_, hdr := f.up.Last()
 		for k, v := range hdr {
 			if headerFold(k) == "mcp-session-id" && (k != "Mcp-Session-Id" || len(v) != 1 || v[0] != "S1") {
 				t.Fatalf("%s: the upstream got %s: %v", sp, k, v)

@@ -12,12 +12,9 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,32 +27,14 @@ import (
 	"github.com/stateseal/stateseal/seal"
 )
 
-var exampleBin struct {
-	once sync.Once
-	path string
-	err  error
-}
+const exampleServer = "github.com/stateseal/stateseal/examples/mcpserver"
 
 // startExample starts examples/mcpserver with its own sealing off
 // (-no-seal) and returns its base URL: a go-sdk server that trusts
 // whatever requestState it gets, as a server without protection does.
 func startExample(t *testing.T) string {
 	t.Helper()
-	exampleBin.once.Do(func() {
-		d, err := os.MkdirTemp("", "sealgate-bin")
-		if err != nil {
-			exampleBin.err = err
-			return
-		}
-		exampleBin.path = filepath.Join(d, "mcpserver")
-		if out, err := exec.Command("go", "build", "-o", exampleBin.path, "github.com/stateseal/stateseal/examples/mcpserver").CombinedOutput(); err != nil {
-			exampleBin.err = &buildError{string(out)}
-		}
-	})
-	if exampleBin.err != nil {
-		t.Fatal(exampleBin.err)
-	}
-	cmd := exec.Command(exampleBin.path, "-no-seal", "-addr", "127.0.0.1:0")
+	cmd := exec.Command(testkit.Build(t, exampleServer), "-no-seal", "-addr", "127.0.0.1:0")
 	stderr := testkit.Must(cmd.StderrPipe())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

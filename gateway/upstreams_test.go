@@ -47,14 +47,14 @@ func TestUpstreamOutOfTurn(t *testing.T) {
 	if f.gw.ups[0].backoff.Load() == 0 {
 		t.Fatal("the dead upstream was not taken out of turn")
 	}
-	calls := f.up.calls.Load()
+	calls := f.up.Calls.Load()
 
 	// Back: the health path answers, and it is in turn again.
 	ln, err = net.Listen("tcp", deadAddr)
 	if err != nil {
 		t.Skipf("the port was taken meanwhile: %v", err)
 	}
-	back := &upstream{reply: stateReply}
+	back := &upstream{Reply: stateReply}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			healthAsks.Add(1)
@@ -69,7 +69,7 @@ func TestUpstreamOutOfTurn(t *testing.T) {
 	for i := range 4 {
 		f.post(rpcCall(20+i, "tools/call", "look", nil, ""), v2026)
 	}
-	if healthAsks.Load() == 0 || back.calls.Load() != 2 || f.up.calls.Load() != calls+2 {
-		t.Fatalf("after it answered: health asked %d times, requests %d and %d, want 2 and 2", healthAsks.Load(), back.calls.Load(), f.up.calls.Load()-calls)
+	if healthAsks.Load() == 0 || back.Calls.Load() != 2 || f.up.Calls.Load() != calls+2 {
+		t.Fatalf("after it answered: health asked %d times, requests %d and %d, want 2 and 2", healthAsks.Load(), back.Calls.Load(), f.up.Calls.Load()-calls)
 	}
 }

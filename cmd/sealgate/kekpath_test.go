@@ -21,7 +21,7 @@ import (
 // whose name is shaped like a bare key (the temporary directory name that
 // made a test fail) loads, and the gateway becomes ready.
 func TestKEKPathShapedLikeKey(t *testing.T) {
-	up := httptest.NewServer(&upstream{reply: stateReply})
+	up := httptest.NewServer(&upstream{Reply: stateReply})
 	defer up.Close()
 	dir := filepath.Join(t.TempDir(), "TestAttackUpgradeRevivesRetiredKey123456780")
 	if err := os.Mkdir(dir, 0o700); err != nil {

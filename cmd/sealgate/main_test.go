@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,7 +81,7 @@ func logAddr(log, msg string) string {
 // loads (here: until the keyset file appears), /metrics shows the sealing
 // counters, and the gateway shuts down when its context ends.
 func TestRun(t *testing.T) {
-	up := httptest.NewServer(&upstream{reply: stateReply})
+	up := httptest.NewServer(&upstream{Reply: stateReply})
 	defer up.Close()
 	dir := t.TempDir()
 	ks := filepath.Join(dir, "keyset.json")
@@ -147,31 +146,10 @@ func TestRun(t *testing.T) {
 	}
 }
 
-var sealctlBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// sealctl runs the sealctl command in dir, built once.
+// sealctl runs the sealctl command in dir.
 func sealctl(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	sealctlBin.once.Do(func() {
-		d, err := os.MkdirTemp("", "sealgate-bin")
-		if err != nil {
-			sealctlBin.err = err
-			return
-		}
-		sealctlBin.path = filepath.Join(d, "sealctl")
-		out, err := exec.Command("go", "build", "-o", sealctlBin.path, "github.com/stateseal/stateseal/cmd/sealctl").CombinedOutput()
-		if err != nil {
-			sealctlBin.err = &buildError{string(out)}
-		}
-	})
-	if sealctlBin.err != nil {
-		t.Fatal(sealctlBin.err)
-	}
-	cmd := exec.Command(sealctlBin.path, args...)
+	cmd := exec.Command(testkit.Build(t, "github.com/stateseal/stateseal/cmd/sealctl"), args...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

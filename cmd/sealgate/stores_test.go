@@ -123,13 +123,13 @@ func (r *running) flow(up *upstream, keys []keyset.StoredKey) {
 		r.t.Fatalf("sealed with key %08x, not one of the keyset's", h.KeyID)
 	}
 	_, m = f.post(rpcCall(2, mrtr.MethodCallTool, "book", args, tok), v2026)
-	if got, _ := up.last(); got["params"].(map[string]any)["requestState"] != "plain:book" || !strings.Contains(fmt.Sprint(m["result"]), "got plain:book") {
+	if got, _ := up.Last(); got["params"].(map[string]any)["requestState"] != "plain:book" || !strings.Contains(fmt.Sprint(m["result"]), "got plain:book") {
 		r.t.Fatalf("retry: upstream got %v, client got %v", got, m)
 	}
 }
 
 func startUpstream(t *testing.T) (*upstream, string) {
-	up := &upstream{reply: stateReply}
+	up := &upstream{Reply: stateReply}
 	s := httptest.NewServer(up)
 	t.Cleanup(s.Close)
 	return up, s.URL
@@ -240,7 +240,7 @@ func TestRedisReplayUnavailable(t *testing.T) {
 	tok := first(1)
 
 	rs.Stop()
-	before := up.calls.Load()
+	before := up.Calls.Load()
 	status, m := f.post(rpcCall(2, mrtr.MethodCallTool, "pay", args, tok), v2026)
 	e, _ := m["error"].(map[string]any)
 	data, _ := e["data"].(map[string]any)
@@ -248,7 +248,7 @@ func TestRedisReplayUnavailable(t *testing.T) {
 		data["reason"] != "unavailable" || m["id"] != float64(2) {
 		t.Fatalf("with Redis stopped: HTTP %d %v", status, m)
 	}
-	if n := up.calls.Load() - before; n != 0 {
+	if n := up.Calls.Load() - before; n != 0 {
 		t.Fatalf("the upstream was called %d times while the single-use check was unavailable", n)
 	}
 

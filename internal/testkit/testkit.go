@@ -2,7 +2,8 @@
 // a clock a test moves by hand, and a wait on a condition (tests wait on
 // conditions, never on fixed sleeps), and Must and Check for setup calls
 // whose errors a test must not ignore (TestTestsCheckErrors holds every
-// test of the module to it).
+// test of the module to it), and Build, which builds a command of the
+// module once for tests that run it as a process.
 package testkit
 
 import (
