@@ -115,8 +115,15 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ex.sent != nil {
 			body, replayable = ex.sent, true
 			// The transport may then send it again on a fresh connection
-			// when a reused one fails before anything is written.
-			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			// when a reused one fails before anything is written. Not with
+			// Idempotency-Key or X-Idempotency-Key (headers the client
+			// chooses): with a GetBody, net/http counts such a POST
+			// replayable, and sends it again after a connection cut once
+			// it was written, when the upstream may have acted on it: a
+			// single-use state would run twice.
+			if !idempotencyKey(req.Header) {
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			}
 		}
 	}
 	tried := make([]bool, len(g.Upstreams))
@@ -152,6 +159,15 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		req = next
 	}
+}
+
+// idempotencyKey reports whether h has a header that makes net/http
+// count a request with a GetBody replayable (Request.isReplayable), in
+// the spelling it looks up.
+func idempotencyKey(h http.Header) bool {
+	_, a := h["Idempotency-Key"]
+	_, b := h["X-Idempotency-Key"]
+	return a || b
 }
 
 // untried returns the next upstream not tried yet, those in turn first.
