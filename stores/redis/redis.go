@@ -27,6 +27,14 @@
 // sentinel_username and sentinel_password, for sentinels that require a
 // password of their own (the URL's credentials are the Redis servers').
 //
+// Plain redis:// is refused to a host that is not loopback (localhost,
+// 127.0.0.0/8, ::1; names are not resolved), sentinels included: on the
+// path, an attacker reads the password, changes the keyset as a store
+// writer can, and rewrites a single-use guard's answers. Use rediss://,
+// with ca=FILE (PEM) for a private CA; insecure_plaintext=true allows
+// plaintext where the network is protected otherwise (a service mesh's
+// mutual TLS).
+//
 // A write is acknowledged only once durable on the primary's replicas
 // (Write: WAIT after the script, on the same connection). min_replicas=N
 // is the number it needs (1 behind Sentinel, 0 otherwise, by default),
@@ -57,6 +65,7 @@ package redis
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +78,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stateseal/stateseal/internal/loopback"
 	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/stores"
 )
@@ -274,7 +284,8 @@ var clusterParams = []string{"cluster_state_reload_interval", "max_redirects", "
 // go-redis's ParseURL, which refuses those it does not know.
 var ours = map[string]bool{"key": true, "addr": true, "master": true, "dialer_retries": true, "dialer_retry_timeout": true,
 	"min_replicas": true, "wait_timeout": true, "cluster_state_reload_interval": true, "max_redirects": true,
-	"route_by_latency": true, "route_randomly": true, "sentinel_username": true, "sentinel_password": true}
+	"route_by_latency": true, "route_randomly": true, "sentinel_username": true, "sentinel_password": true,
+	"ca": true, "insecure_plaintext": true}
 
 func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	q := u.Query()
@@ -289,7 +300,7 @@ func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	o, err := goredis.ParseURL(base.String())
 	if err != nil {
 		if strings.Contains(err.Error(), "unexpected option") {
-			return nil, fmt.Errorf("%w (this store reads key, addr, master, dialer_retries, dialer_retry_timeout, min_replicas, wait_timeout, for a Cluster cluster_state_reload_interval, max_redirects, route_by_latency, route_randomly, for Sentinel sentinel_username, sentinel_password; go-redis the others: see docs/FLEET.md)", err)
+			return nil, fmt.Errorf("%w (this store reads key, addr, master, dialer_retries, dialer_retry_timeout, min_replicas, wait_timeout, ca, insecure_plaintext, for a Cluster cluster_state_reload_interval, max_redirects, route_by_latency, route_randomly, for Sentinel sentinel_username, sentinel_password; go-redis the others: see docs/FLEET.md)", err)
 		}
 		return nil, err
 	}
@@ -324,7 +335,48 @@ func options(u *url.URL) (*goredis.UniversalOptions, error) {
 	if u.Scheme == "rediss" && uo.TLSConfig == nil {
 		uo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
+	if err := transport(u, q, uo); err != nil {
+		return nil, err
+	}
 	return uo, nil
+}
+
+// transport applies ca= and refuses plaintext to a host that is not
+// loopback, unless insecure_plaintext=true: on the path, an attacker
+// reads the password, rewrites a single-use guard's answer (a state then
+// runs as often as they like) and has a store writer's powers over the
+// keyset. Every address counts, the sentinels' included.
+func transport(u *url.URL, q url.Values, uo *goredis.UniversalOptions) error {
+	if f := q.Get("ca"); f != "" {
+		if uo.TLSConfig == nil {
+			return errors.New("ca= is for rediss:// (TLS)")
+		}
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("ca=%s: %w", f, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("ca=%s: no PEM certificate in it", f)
+		}
+		uo.TLSConfig.RootCAs = pool
+	}
+	plaintext := false
+	if v := q.Get("insecure_plaintext"); v != "" {
+		var err error
+		if plaintext, err = strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("insecure_plaintext=%q: want true or false", v)
+		}
+	}
+	if uo.TLSConfig != nil || plaintext {
+		return nil
+	}
+	for _, a := range uo.Addrs {
+		if !loopback.Addr(a) {
+			return fmt.Errorf("plain redis:// to %s, which is not loopback, sends the password, the keyset and a guard's answers in the clear, for whoever is on the path to read and change (a single-use state then runs as often as they like): use rediss:// (ca=FILE for a private CA), or add insecure_plaintext=true where the network is protected otherwise (a service mesh's mutual TLS)", a)
+		}
+	}
+	return nil
 }
 
 // String names the store, credentials redacted.
