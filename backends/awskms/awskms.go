@@ -10,7 +10,9 @@
 // (awskms://alias/stateseal), or an ARN after three slashes
 // (awskms:///arn:aws:kms:eu-west-1:111122223333:key/1234abcd-...).
 // region defaults to the SDK's (AWS_REGION and the shared config);
-// endpoint points at another server, such as local-kms in tests.
+// endpoint points at another server, such as local-kms in tests: https,
+// or plain http only to loopback, since KMS answers Decrypt with the data
+// key itself.
 // Credentials come from the SDK's default chain.
 //
 // Wrap is Encrypt and Unwrap is Decrypt pinned to the same key, each with
@@ -47,6 +49,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/loopback"
 	"github.com/stateseal/stateseal/internal/redact"
 )
 
@@ -142,6 +145,17 @@ func parse(u *url.URL) (string, url.Values, error) {
 // and the URL's region and endpoint.
 func open(ctx context.Context, u *url.URL, key string, q url.Values) (*KEK, error) {
 	name := redact.URL(u.String())
+	if e := q.Get("endpoint"); e != "" {
+		// Plain http only to loopback (local-kms): KMS answers Decrypt
+		// with the data key itself, and the request carries credentials.
+		eu, err := url.Parse(e)
+		if err != nil || eu.Host == "" || (eu.Scheme != "https" && eu.Scheme != "http") {
+			return nil, fmt.Errorf("awskms: %s: endpoint: want an https:// URL", name)
+		}
+		if eu.Scheme == "http" && !loopback.Host(eu.Hostname()) {
+			return nil, fmt.Errorf("awskms: %s: a plain-http endpoint on a host that is not loopback would send every data key in the clear (KMS answers Decrypt with it): use https", name)
+		}
+	}
 	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(3)}
 	if r := q.Get("region"); r != "" {
 		opts = append(opts, config.WithRegion(r))

@@ -186,3 +186,25 @@ func TestURLs(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainHTTPEndpoint: a plain-http endpoint is refused unless it is on
+// loopback (local-kms), before any request: KMS answers Decrypt with the
+// data key, which would cross the network in the clear (found by a
+// network-attacker review, which read every data key off the wire).
+func TestPlainHTTPEndpoint(t *testing.T) {
+	ctx := context.Background()
+	for _, e := range []string{"http://kms.internal:8080", "http://10.0.0.5", "http://127.0.0.1.nip.io:80", "ftp://127.0.0.1", "127.0.0.1:8080"} {
+		_, err := backends.Open(ctx, "awskms://alias/k?region=eu-west-1&endpoint="+url.QueryEscape(e), nil)
+		if err == nil || !strings.Contains(err.Error(), "https") {
+			t.Errorf("endpoint %s: %v", e, err)
+		}
+	}
+	for _, e := range []string{"http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080", "https://kms.internal"} {
+		k, err := backends.Open(ctx, "awskms://alias/k?region=eu-west-1&endpoint="+url.QueryEscape(e), nil)
+		if err != nil {
+			t.Errorf("endpoint %s: %v", e, err)
+			continue
+		}
+		backends.Close(k)
+	}
+}

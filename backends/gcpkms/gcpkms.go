@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -48,6 +47,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/loopback"
 	"github.com/stateseal/stateseal/internal/redact"
 )
 
@@ -135,8 +135,7 @@ func open(ctx context.Context, u *url.URL, name string, q url.Values) (*KEK, err
 		opts = append(opts, option.WithEndpoint(e))
 	}
 	if q.Get("insecure") != "" {
-		host, _, err := net.SplitHostPort(q.Get("endpoint"))
-		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		if !loopback.Addr(q.Get("endpoint")) {
 			return nil, fmt.Errorf("gcpkms: %s: insecure is allowed only with a loopback endpoint", redacted)
 		}
 		opts = append(opts, option.WithoutAuthentication(),

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/gateway"
+	"github.com/stateseal/stateseal/internal/loopback"
 )
 
 // Config is the gateway's configuration. Every field is a flag; each flag
@@ -274,8 +274,7 @@ func checkJWKSURL(s string, insecure bool) error {
 	if u.Scheme == "https" || insecure {
 		return nil
 	}
-	h := u.Hostname()
-	if ip := net.ParseIP(h); h == "localhost" || ip != nil && ip.IsLoopback() {
+	if loopback.Host(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("-jwks-url %s is plain http to another host: whoever is on the path could sign tokens for any user; use https, or -jwks-insecure-http", u.Redacted())

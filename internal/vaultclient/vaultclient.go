@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/hashicorp/vault/api"
 	"github.com/hashicorp/vault/api/auth/approle"
+
+	"github.com/stateseal/stateseal/internal/loopback"
 )
 
 // A Session is a Vault client for one configuration: the VAULT_*
@@ -282,8 +283,7 @@ func CheckAddress(addr string) error {
 	if !strings.EqualFold(u.Scheme, "http") || os.Getenv(AllowHTTPEnv) == "1" {
 		return nil
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+	if loopback.Host(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("vault: VAULT_ADDR %s sends the Vault token in the clear to a host that is not loopback; use https, or set %s=1 if the network between is trusted", u.Redacted(), AllowHTTPEnv)
