@@ -29,6 +29,7 @@ type Config struct {
 	Audience            string
 
 	Keyset, KEK, PreviousKEK, KeysetID string
+	MinVersion                         uint64
 	Poll                               time.Duration
 
 	Principal                       string // anonymous, header, jwt or mtls
@@ -70,6 +71,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KEK, "kek", "", "URL of the KEK the keyset must be under, trusted from here and never from the keyset (required for a store; default for a file: local:stateseal.kek beside it)")
 	fs.StringVar(&c.PreviousKEK, "previous-kek", "", "a second trusted KEK, during a rewrap")
 	fs.StringVar(&c.KeysetID, "keyset-id", "", "the only keyset id that loads (sealctl init prints it)")
+	fs.Uint64Var(&c.MinVersion, "min-version", 0, "refuse keyset versions below this one, fresh loads too: raise it after an emergency (docs/ROTATION.md, \"A leaked key\")")
 	fs.DurationVar(&c.Poll, "poll", 30*time.Second, "how often to poll the keyset for rotations")
 	fs.StringVar(&c.Principal, "principal", "", "who a state is bound to: anonymous, header, jwt or mtls (required)")
 	fs.StringVar(&c.PrincipalHeader, "principal-header", "X-Forwarded-User", "with -principal header: the header an authenticating proxy sets")

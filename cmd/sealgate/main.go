@@ -354,7 +354,7 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 		log.Warn("sealgate: no -keyset: sealing with an in-memory key, for one gateway only")
 		ring, _ = keyring.Generate(keyring.AEAD)
 	} else {
-		l = &keyset.Loader{Path: c.Keyset, Logger: log, Options: keyset.LoadOptions{KEK: c.KEK, PreviousKEK: c.PreviousKEK, KeysetID: c.KeysetID}}
+		l = &keyset.Loader{Path: c.Keyset, Logger: log, Options: keyset.LoadOptions{KEK: c.KEK, PreviousKEK: c.PreviousKEK, KeysetID: c.KeysetID, MinVersion: c.MinVersion}}
 		defer l.Close()
 		wait := time.Second
 		for {
