@@ -99,6 +99,7 @@ type Gateway struct {
 	known     map[string]bool   // KnownTargets
 	// inFlight is the bytes of request body buffers held now.
 	inFlight atomic.Int64
+	sealLog  everySecond // a state that could not be sealed
 }
 
 // Stats counts requests refused, responses rewritten and upstream
@@ -426,8 +427,15 @@ func (g *Gateway) open(ex *exchange, st *mrtr.States, q *clientMessage) ([]byte,
 		return nil, c, nil
 	}
 	c.req = mrtr.Request{Method: q.method, Target: q.target, Arguments: q.args}
-	if g.known[q.target] {
+	switch {
+	case g.known[q.target]:
 		c.req.Label = q.target
+	case q.method == mrtr.MethodReadResource:
+		// A resource URI is the client's, without bound (one template
+		// serves any number): metrics and logs name it only if the
+		// configuration does. A tool or prompt is named once the state
+		// authenticates: the upstream answered for it.
+		c.req.Label = mrtr.Unknown
 	}
 	if g.BindSession {
 		c.req.Session = ex.r.Header.Get(headerSession)
@@ -671,10 +679,13 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 	tok, err := ex.mrtrCall(c, st).Seal(u.state)
 	if err != nil {
 		method, target := c.req.Method, mrtr.Unknown
-		if errors.Is(err, mrtr.ErrNoPrincipal) {
+		switch {
+		case !ex.g.sealLog.allow():
+			// Logged at most once a second: clients choose how often.
+		case errors.Is(err, mrtr.ErrNoPrincipal):
 			// mrtr's advice names its Go option; a gateway's user sets a flag.
 			ex.g.logger().Warn("sealgate: cannot seal requestState for a request without a principal (its credentials were refused or absent: see the reason logged, and sealgate_principal_failures_total); -principal anonymous binds states to no user", "method", method)
-		} else {
+		default:
 			ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
 		}
 		return errorMessage(u.id, sealError), nil

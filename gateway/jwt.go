@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/stateseal/stateseal/internal/loopback"
+	"github.com/stateseal/stateseal/internal/redact"
 )
 
 // JWTPrincipal verifies the request's bearer token, a JWT signed by a key
@@ -164,9 +168,26 @@ func (j *JWTPrincipal) find(kid, alg string) *jose.JSONWebKey {
 }
 
 func (j *JWTPrincipal) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
-	c := j.Client
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
+	c := &http.Client{Timeout: 10 * time.Second}
+	if j.Client != nil {
+		c = new(http.Client)
+		*c = *j.Client // a copy, to add the redirect rule below
+	}
+	next := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		// The JWKS decides who may sign tokens for any user: a redirect
+		// must not take its fetch to plaintext (JWKSURL was checked, its
+		// redirects were not).
+		if err := j.secureHop(req.URL); err != nil {
+			return err
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -177,9 +198,17 @@ func (j *JWTPrincipal) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
+		// The URL in the error as it may be shown (logs, /healthz): a
+		// token in its query or user information is not.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return nil, fmt.Errorf("JWKS: %s %s: %w", ue.Op, redact.URL(ue.URL), ue.Err)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if err := j.secureHop(resp.Request.URL); err != nil { // a client of the caller's may follow redirects its own way
+		return nil, err
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("JWKS: HTTP %d", resp.StatusCode)
 	}
@@ -195,6 +224,19 @@ func (j *JWTPrincipal) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 		return nil, errors.New("JWKS: no keys")
 	}
 	return &ks, nil
+}
+
+// secureHop refuses a JWKS fetch at u in plaintext to a host that is not
+// loopback, unless JWKSURL itself names that scheme and host (sealgate
+// allows it with -jwks-insecure-http).
+func (j *JWTPrincipal) secureHop(u *url.URL) error {
+	if u.Scheme == "https" || loopback.Host(u.Hostname()) {
+		return nil
+	}
+	if c, err := url.Parse(j.JWKSURL); err == nil && c.Scheme == u.Scheme && c.Host == u.Host {
+		return nil
+	}
+	return fmt.Errorf("JWKS: redirected to %s, plain %s on a host that is not loopback: refused", redact.URL(u.String()), u.Scheme)
 }
 
 // Warm fetches the JWKS once, so that a misconfigured URL shows at start.

@@ -312,7 +312,7 @@ func checkName(name string) error {
 		// so a name folding to one starts with its first letter, in
 		// either case, after any '_' and '-'.
 		if first == s.folded[0] && foldsTo(name, s.folded) {
-			return fmt.Errorf("member %q is %q to a lenient parser", name, s.exact)
+			return fmt.Errorf("member %q is %q to a lenient parser", short(name), s.exact)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4/jwt"
 )
@@ -18,7 +19,7 @@ var PrincipalReasons = []string{"missing", "malformed", "key", "signature", "exp
 // refused, by reason.
 type PrincipalStats struct {
 	n      [11]atomic.Int64 // by index in PrincipalReasons
-	logged atomic.Int64     // UnixNano of the last log line
+	logged everySecond      // the log line
 }
 
 // Failures returns the counts by reason.
@@ -77,9 +78,31 @@ func (g *Gateway) principalFailed(err error) {
 			g.Stats.Principal.n[i].Add(1)
 		}
 	}
-	s := &g.Stats.Principal
-	last := s.logged.Load()
-	if now := time.Now().UnixNano(); now-last >= int64(time.Second) && s.logged.CompareAndSwap(last, now) {
+	if g.Stats.Principal.logged.allow() {
 		g.logger().Info("sealgate: request without a principal: it reaches the upstream, but carries no state", "reason", reason, "err", err)
 	}
+}
+
+// everySecond lets a log line through at most once a second: for lines
+// whose rate a client or an upstream chooses.
+type everySecond struct{ last atomic.Int64 } // UnixNano of the last line
+
+func (e *everySecond) allow() bool {
+	last := e.last.Load()
+	now := time.Now().UnixNano()
+	return now-last >= int64(time.Second) && e.last.CompareAndSwap(last, now)
+}
+
+// short is text from a client or an upstream as a log line or an error
+// may hold it: at most 64 bytes (the rest cut, on a rune boundary).
+func short(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
 }

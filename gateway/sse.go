@@ -220,7 +220,7 @@ func blank(line []byte) bool {
 func (s *sseReader) process() {
 	ev := s.ev
 	if f, ok := unknownField(ev); ok {
-		s.fail(fmt.Errorf("%w: an SSE field %q the gateway does not read", errUpstreamResponse, f))
+		s.fail(fmt.Errorf("%w: an SSE field %q the gateway does not read", errUpstreamResponse, short(string(f))))
 		return
 	}
 	if passesUnread(ev, s.ex.allAnswered()) {

@@ -271,7 +271,7 @@ func (c *Config) check() error {
 func checkJWKSURL(s string, insecure bool) error {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return fmt.Errorf("-jwks-url %q: want an https:// URL", s)
+		return fmt.Errorf("-jwks-url %s: want an https:// URL", redactURL(s))
 	}
 	if u.Scheme == "https" || insecure {
 		return nil
@@ -279,7 +279,7 @@ func checkJWKSURL(s string, insecure bool) error {
 	if loopback.Host(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("-jwks-url %s is plain http to another host: whoever is on the path could sign tokens for any user; use https, or -jwks-insecure-http", u.Redacted())
+	return fmt.Errorf("-jwks-url %s is plain http to another host: whoever is on the path could sign tokens for any user; use https, or -jwks-insecure-http", redactURL(s))
 }
 
 // sharedKeyset reports whether a -keyset names a store several gateways
@@ -289,8 +289,17 @@ func sharedKeyset(ks string) bool {
 	return ok && scheme != "file"
 }
 
-// redactURL is a store URL without its user information and query, for
-// an error message.
+// redactList is redactURL for each of a comma-separated list.
+func redactList(s string) string {
+	l := splitList(s)
+	for i := range l {
+		l[i] = redactURL(l[i])
+	}
+	return strings.Join(l, ",")
+}
+
+// redactURL is a URL without its user information and query, for an
+// error message or a log.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {

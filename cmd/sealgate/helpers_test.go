@@ -21,14 +21,10 @@ type fixture struct {
 type upstream = rpctest.Upstream
 
 var (
-	stateReply     = rpctest.StateReply
-	stateResult    = rpctest.StateResult
-	result         = rpctest.Result
-	writeJSONValue = rpctest.WriteJSON
-	sseData        = rpctest.SSEData
-	rpcCall        = rpctest.Call
-	resultOf       = rpctest.ResultOf
-	refused        = rpctest.Refused
+	stateReply = rpctest.StateReply
+	rpcCall    = rpctest.Call
+	resultOf   = rpctest.ResultOf
+	refused    = rpctest.Refused
 )
 
 // post sends one JSON-RPC message and returns the status and the decoded

@@ -46,6 +46,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/stateseal/stateseal/gateway"
+	"github.com/stateseal/stateseal/internal/loopback"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mrtr"
@@ -174,7 +175,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	if tlsConf != nil {
 		scheme = "https"
 	}
-	log.Info("sealgate: proxying", "addr", scheme+"://"+ln.Addr().String(), "upstreams", c.Upstream, "principal", c.Principal)
+	log.Info("sealgate: proxying", "addr", scheme+"://"+ln.Addr().String(), "upstreams", redactList(c.Upstream), "principal", c.Principal)
 	go func() { errc <- serve(srv, ln, tlsConf != nil) }()
 
 	// The keyset loads in the background, retried until it does: until
@@ -240,7 +241,12 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	for _, s := range splitList(c.Upstream) {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("-upstream %q: want an http or https URL", s)
+			return nil, fmt.Errorf("-upstream %s: want an http or https URL", redactURL(s))
+		}
+		if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
+			// Not refused: a mesh's mutual TLS or a private network may
+			// carry it. But it must not go unsaid.
+			log.Warn("sealgate: -upstream is plain http to a host that is not loopback: every opened state, the upstream's plaintext states and the forwarded credentials cross that network in the clear; use https, or make sure the network is protected (a mesh's mutual TLS)", "upstream", redactURL(s))
 		}
 		g.Upstreams = append(g.Upstreams, u)
 	}
@@ -296,7 +302,7 @@ func newPrincipal(ctx context.Context, c *Config, log *slog.Logger) (gateway.Pri
 		j := &gateway.JWTPrincipal{Issuer: c.JWTIssuer, Audience: c.JWTAudience, JWKSURL: c.JWKSURL, Claim: c.JWTClaim, Refresh: c.JWKSRefresh}
 		if err := j.Warm(ctx); err != nil {
 			// Not fatal: the issuer may come up after the gateway.
-			log.Warn("sealgate: cannot fetch the JWKS yet", "url", c.JWKSURL, "err", err)
+			log.Warn("sealgate: cannot fetch the JWKS yet", "url", redactURL(c.JWKSURL), "err", err)
 		}
 		return j, tlsConf, nil
 	case "mtls":

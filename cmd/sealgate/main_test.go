@@ -158,6 +158,3 @@ func sealctl(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-type buildError struct{ out string }
-
-func (e *buildError) Error() string { return "build: " + e.out }
