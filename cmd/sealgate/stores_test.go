@@ -309,3 +309,25 @@ func TestRedisReplayEvicting(t *testing.T) {
 		t.Fatalf("run with an evicting guard Redis: %v, want a refusal naming noeviction", err)
 	}
 }
+
+// TestRedisReplayWrongPassword (a log-reader review): a guard Redis that
+// refuses the URL's password would answer every single use "unavailable"
+// for ever while the gateway looked ready: it does not start, and the
+// error shows no password.
+func TestRedisReplayWrongPassword(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis")
+	}
+	rs := testservers.StartRedisAuth(t, "right-password")
+	wrong := "redis://:wrong-password@" + rs.Addr() + "/0"
+	c, err := parseConfig([]string{"-upstream", "http://127.0.0.1:1", "-audience", "https://gw.test", "-principal", "anonymous",
+		"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-single-use", "pay", "-replay", wrong}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	err = run(context.Background(), c, &logs)
+	if err == nil || !strings.Contains(err.Error(), "credentials") || strings.Contains(err.Error()+logs.String(), "wrong-password") {
+		t.Fatalf("run with a wrong guard password: %v\n%s", err, logs.String())
+	}
+}

@@ -524,12 +524,16 @@ func (g *Guard) refreshPolicy(ctx context.Context) error {
 // replay.ErrUnavailable) if Redis may evict single-use records: a
 // maxmemory with any maxmemory-policy but noeviction, on which every Use
 // is refused. It returns nil when the policy is safe, and also when Redis
-// does not answer within the guard's timeout (Use says so then): a
-// configuration error, not an outage, so that a caller may refuse to
-// start on it or show it in its health.
+// does not answer within the guard's timeout (Use says so then). It also
+// reports Redis refusing the credentials (WRONGPASS, NOAUTH, NOPERM),
+// which no retry mends. Both are configuration errors, not outages, so
+// that a caller may refuse to start on them or show them in its health.
 func (g *Guard) Policy(ctx context.Context) error {
 	verdict, err := bounded(ctx, g.readPolicy)
 	if err != nil {
+		if msg := err.Error(); strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM") {
+			return fmt.Errorf("%w: Redis refused the guard's credentials: %s", replay.ErrUnavailable, msg)
+		}
 		return nil
 	}
 	return verdict
