@@ -246,6 +246,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		delete(r.Header, "Content-Encoding")
 	}
 	ex.out.ResponseWriter = w
+	defer ex.out.stop() // no header timer touches w once ServeHTTP returns (flush.go)
 	g.proxy.ServeHTTP(&ex.out, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
 	if ex.w != nil {
 		g.dog.unwatch(ex.w)
@@ -580,7 +581,8 @@ func (g *Gateway) modifyResponse(resp *http.Response) (err error) {
 		resp.Body = newSSEReader(resp.Body, ex)
 		resp.Header.Del("Content-Length")
 		// The gateway flushes the stream itself (flushWriter): the
-		// headers at once, then every event. ReverseProxy would too, for
+		// headers with the first event (alone if it is late, flush.go),
+		// then every event. ReverseProxy would too, for
 		// a response it sees as a stream (this Content-Type, or no
 		// length), but it starts a timer per response for it, which
 		// fires at once in a goroutine of its own: about 10 µs of
