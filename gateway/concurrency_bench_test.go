@@ -53,7 +53,7 @@ func BenchmarkConcurrency(b *testing.B) {
 			}
 			for _, c := range []int{1, 16, 64, 256} {
 				b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-					runConcurrent(b, base, anchor, c)
+					runConcurrent(b, base, anchor, "proxy", c)
 				})
 			}
 		})
@@ -78,22 +78,101 @@ func concurrencyTarget(kind string) (string, func()) {
 			p.ServeHTTP(w, r)
 		})
 	case "gateway":
-		ring := testkit.Must(keyring.Generate(keyring.AEAD))
-		st := testkit.Must(newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}}))
-		g := &Gateway{Upstreams: []*url.URL{u}, Principal: Anonymous{}, BindSession: true, MaxRequestBytes: 8 << 20,
-			MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: time.Minute,
-			Logger: slog.New(slog.DiscardHandler)} // Transport nil: the default, as a user gets it
-		g.SetStates(st)
-		front = g
+		front = concurrencyGateway(u)
 	}
 	fs := httptest.NewServer(front)
 	return fs.URL, func() { fs.Close(); up.Close() }
 }
 
+func concurrencyGateway(u *url.URL) *Gateway {
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	st := testkit.Must(newStates(ring, &mrtr.Options{Audience: "https://bench.test", AllowAnonymous: true, Metrics: &mrtr.Counters{}}))
+	g := &Gateway{Upstreams: []*url.URL{u}, Principal: Anonymous{}, BindSession: true, MaxRequestBytes: 8 << 20,
+		MaxResponseBytes: 16 << 20, MaxEventBytes: 4 << 20, IdleTimeout: time.Minute,
+		Logger: slog.New(slog.DiscardHandler)} // Transport nil: the default, as a user gets it
+	g.SetStates(st)
+	return g
+}
+
+// BenchmarkHeaderFlush is what waiting for the first event saves: the
+// gateway in turns with the same gateway (one upstream, one transport)
+// behind a ResponseWriter that flushes a stream's headers as soon as
+// they are written, as the gateway did before (one more write to the
+// client a response), from 1, 16, 64 and 256 clients. Both go through
+// the same wrapper, and the eager one still arms and stops the timer, so
+// it costs a little more than the gateway before. cpu/eager and
+// tput/eager are the ratios of the two in the same run, alone/resp the
+// share of the gateway's responses whose headers left alone (its timer
+// fired before the first event).
+//
+//	go test -run '^$' -bench HeaderFlush -benchtime 3000x -count 5 ./gateway
+func BenchmarkHeaderFlush(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(sseUpstream))
+	defer up.Close()
+	g := concurrencyGateway(testkit.Must(url.Parse(up.URL)))
+	var alone, resps atomic.Int64
+	front := func(eager bool) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hw := &headerWriter{ResponseWriter: w, eager: eager}
+			g.ServeHTTP(hw, r)
+			if !eager {
+				resps.Add(1)
+				if hw.alone {
+					alone.Add(1)
+				}
+			}
+		}))
+	}
+	waits, eager := front(false), front(true)
+	defer waits.Close()
+	defer eager.Close()
+	for _, c := range []int{1, 16, 64, 256} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			alone.Store(0)
+			resps.Store(0)
+			runConcurrent(b, waits.URL, eager.URL, "eager", c)
+			b.ReportMetric(float64(alone.Load())/float64(resps.Load()), "alone/resp")
+		})
+	}
+}
+
+// A headerWriter is the client's ResponseWriter under the gateway: eager,
+// it flushes the headers when they are written; otherwise it notes
+// whether they were flushed before the first write.
+type headerWriter struct {
+	http.ResponseWriter
+	eager, wrote, alone bool
+	mu                  sync.Mutex // the gateway's timer flushes from its own goroutine
+}
+
+func (h *headerWriter) WriteHeader(code int) {
+	h.ResponseWriter.WriteHeader(code)
+	if h.eager {
+		h.ResponseWriter.(http.Flusher).Flush()
+	}
+}
+
+func (h *headerWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	h.wrote = true
+	h.mu.Unlock()
+	return h.ResponseWriter.Write(p)
+}
+
+func (h *headerWriter) Flush() {
+	h.mu.Lock()
+	if !h.wrote {
+		h.alone = true
+	}
+	h.mu.Unlock()
+	h.ResponseWriter.(http.Flusher).Flush()
+}
+
 // runConcurrent runs b.N flows against base from c goroutines and
 // reports flows/s and CPU-µs/flow; with an anchor, in turns with as many
-// flows against the anchor, and the ratios of the two.
-func runConcurrent(b *testing.B, base, anchor string, c int) {
+// flows against the anchor, and the ratios of the two (cpu/name,
+// tput/name).
+func runConcurrent(b *testing.B, base, anchor, name string, c int) {
 	// The clients keep a connection each: the default of 2 idle per host
 	// would have them dial again, and that would be measured.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -126,8 +205,8 @@ func runConcurrent(b *testing.B, base, anchor string, c int) {
 	b.ReportMetric(float64(b.N)/wall.Seconds(), "flows/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "CPU-µs/flow")
 	if anchor != "" {
-		b.ReportMetric(float64(cpu)/float64(anchorCPU), "cpu/proxy")
-		b.ReportMetric(float64(anchorWall)/float64(wall), "tput/proxy")
+		b.ReportMetric(float64(cpu)/float64(anchorCPU), "cpu/"+name)
+		b.ReportMetric(float64(anchorWall)/float64(wall), "tput/"+name)
 	}
 }
 
@@ -204,3 +283,5 @@ func concurrentFlow(hc *http.Client, base string) error {
 	}
 	return nil
 }
+
+func (h *headerWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }

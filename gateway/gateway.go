@@ -247,6 +247,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		delete(r.Header, "Content-Encoding")
 	}
 	ex.out.ResponseWriter = w
+	defer ex.out.stop() // no header timer touches w once ServeHTTP returns (flush.go)
 	g.proxy.ServeHTTP(&ex.out, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
 	if ex.w != nil {
 		g.dog.unwatch(ex.w)
@@ -522,7 +523,8 @@ func (g *Gateway) modifyResponse(resp *http.Response) (err error) {
 		resp.Body = newSSEReader(resp.Body, ex)
 		resp.Header.Del("Content-Length")
 		// The gateway flushes the stream itself (flushWriter): the
-		// headers at once, then every event. ReverseProxy would too, for
+		// headers with the first event (alone if it is late, flush.go),
+		// then every event. ReverseProxy would too, for
 		// a response it sees as a stream (this Content-Type, or no
 		// length), but it starts a timer per response for it, which
 		// fires at once in a goroutine of its own: about 10 µs of
@@ -782,38 +784,3 @@ func (p progressReader) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-// A flushWriter is the client's ResponseWriter as the proxy writes to it.
-// For a stream, it flushes the headers when they are written and the
-// body after each write: each is whole events (an sseBody's Read returns
-// one event at a time).
-type flushWriter struct {
-	http.ResponseWriter
-	stream bool
-}
-
-func (f *flushWriter) WriteHeader(code int) {
-	f.ResponseWriter.WriteHeader(code)
-	if f.stream {
-		f.Flush()
-	}
-}
-
-func (f *flushWriter) Write(p []byte) (int, error) {
-	n, err := f.ResponseWriter.Write(p)
-	if f.stream && err == nil {
-		f.Flush()
-	}
-	return n, err
-}
-
-func (f *flushWriter) Flush() {
-	if fl, ok := f.ResponseWriter.(http.Flusher); ok {
-		fl.Flush()
-		return
-	}
-	http.NewResponseController(f.ResponseWriter).Flush()
-}
-
-// Unwrap gives http.ResponseController the client's ResponseWriter.
-func (f *flushWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }

@@ -140,9 +140,9 @@ func TestSSEAsClientsRead(t *testing.T) {
 	}
 }
 
-// TestSSEHeadersAtOnce: the headers of a stream reach the client as soon
-// as the upstream's do, before any event (the gateway flushes streams
-// itself, not through ReverseProxy's timer), once each.
+// TestSSEHeadersAtOnce: the headers of a stream reach the client while
+// the upstream holds its first event (the gateway's own timer flushes
+// them alone after headerDelay, not ReverseProxy's), once each.
 func TestSSEHeadersAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
