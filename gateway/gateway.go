@@ -149,16 +149,17 @@ func (g *Gateway) init() {
 // exchange is what the gateway knows of one request while its response
 // comes back: the calls it made, by JSON-RPC id.
 type exchange struct {
-	g        *Gateway
-	calls    map[string]*call
-	single   *call  // the one call of a request that is not a batch
-	lazy     []byte // the request, if inspect left it unread
-	sent     []byte // the body sent upstream, if the gateway read it
-	upstream int    // the index of the upstream chosen
-	version  string // MCP-Protocol-Version
-	r        *http.Request
-	w        *watched    // for the idle timeout
-	out      flushWriter // the client's ResponseWriter
+	g           *Gateway
+	calls       map[string]*call
+	single      *call  // the one call of a request that is not a batch
+	lazy        []byte // the request, if inspect left it unread
+	sent        []byte // the body sent upstream, if the gateway read it
+	upstream    int    // the index of the upstream chosen
+	version     string // MCP-Protocol-Version
+	r           *http.Request
+	w           *watched    // for the idle timeout
+	out         flushWriter // the client's ResponseWriter
+	trailerless             // the response body as ReverseProxy copies it
 }
 
 // A call is one JSON-RPC request sent upstream.
@@ -497,12 +498,12 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 func (g *Gateway) modifyResponse(resp *http.Response) (err error) {
 	// Outermost, so that only ReverseProxy's goroutine reads and closes
 	// the wrapper (the idle watchdog closes the body inside it).
+	ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 	defer func() {
 		if err == nil {
-			dropTrailers(resp)
+			dropTrailers(resp, ex)
 		}
 	}()
-	ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 	if ex == nil {
 		return nil
 	}
@@ -575,10 +576,18 @@ func (g *Gateway) modifyResponse(resp *http.Response) (err error) {
 // sends the values the transport merges into it at the body's end, so
 // both are cleared: now, and when the body ends or is closed. It wraps
 // the body ReverseProxy copies, which only ReverseProxy's goroutine reads
-// and closes.
-func dropTrailers(resp *http.Response) {
+// and closes. The wrapper is the exchange's own, so that it costs no
+// allocation.
+func dropTrailers(resp *http.Response, ex *exchange) {
+	var t *trailerless
+	if ex != nil {
+		t = &ex.trailerless
+	} else {
+		t = new(trailerless)
+	}
 	resp.Trailer = nil
-	resp.Body = &trailerless{ReadCloser: resp.Body, resp: resp}
+	t.ReadCloser, t.resp = resp.Body, resp
+	resp.Body = t
 }
 
 type trailerless struct {
