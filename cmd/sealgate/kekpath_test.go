@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stateseal/stateseal/backends"
-	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
 )
@@ -35,38 +32,10 @@ func TestKEKPathShapedLikeKey(t *testing.T) {
 	if _, err := rotation.Init(context.Background(), ks, kek, keyring.AEAD, keyring.DefaultPolicy(), nil); err != nil {
 		t.Fatal(err)
 	}
-	c, err := parseConfig([]string{"-upstream", up.URL, "-audience", "https://gw.test", "-principal", "anonymous",
-		"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-keyset", ks, "-kek", kek}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs testkit.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, c, &logs) }()
-	var admin string
-	waitFor(t, "the admin listener", func() bool {
-		admin = logAddr(logs.String(), "sealgate: admin endpoints")
-		return admin != ""
-	})
-	waitFor(t, "readiness", func() bool {
-		resp, err := http.Get(admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v\n%s", err, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("did not shut down")
-	}
-	if strings.Contains(logs.String(), "key value") {
-		t.Fatalf("the KEK path was taken for a key:\n%s", logs.String())
+	r := startRun(t, "-upstream", up.URL, "-principal", "anonymous", "-keyset", ks, "-kek", kek)
+	waitFor(t, "readiness", func() bool { s, _ := r.get(t, "/readyz"); return s == http.StatusOK })
+	r.stop()
+	if strings.Contains(r.logs.String(), "key value") {
+		t.Fatalf("the KEK path was taken for a key:\n%s", r.logs.String())
 	}
 }

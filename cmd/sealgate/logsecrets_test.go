@@ -1,14 +1,8 @@
 package main
 
 import (
-	"context"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/stateseal/stateseal/internal/testkit"
 )
 
 // TestLogsHoldNoCredentials reads sealgate's logs and /healthz as a log
@@ -19,34 +13,11 @@ import (
 // error, with its query token, reached /healthz.)
 func TestLogsHoldNoCredentials(t *testing.T) {
 	up := "http://upuser:UpstreamPW@127.0.0.1:1/,http://upstream.example.test:8080/"
-	c, err := parseConfig([]string{"-upstream", up, "-audience", "https://gw.test", "-principal", "jwt",
-		"-jwt-issuer", "i", "-jwt-audience", "a", "-jwks-url", "https://jwksuser:JwksPW@127.0.0.1:1/jwks?access_token=JwksTok",
-		"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs testkit.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, c, &logs) }()
-	var admin string
-	waitFor(t, "the admin listener", func() bool {
-		admin = logAddr(logs.String(), "sealgate: admin endpoints")
-		return admin != ""
-	})
-	waitFor(t, "the proxy", func() bool { return strings.Contains(logs.String(), "sealgate: proxying") })
-	resp, err := http.Get(admin + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	health := string(testkit.Must(io.ReadAll(resp.Body)))
-	resp.Body.Close()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("did not shut down")
-	}
+	r := startRun(t, "-upstream", up, "-principal", "jwt",
+		"-jwt-issuer", "i", "-jwt-audience", "a", "-jwks-url", "https://jwksuser:JwksPW@127.0.0.1:1/jwks?access_token=JwksTok")
+	_, health := r.get(t, "/healthz")
+	r.stop()
+	logs := r.logs
 	all := logs.String() + health
 	for _, secret := range []string{"UpstreamPW", "JwksPW", "JwksTok"} {
 		if strings.Contains(all, secret) {

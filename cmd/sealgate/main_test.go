@@ -157,4 +157,3 @@ func sealctl(t *testing.T, dir string, args ...string) string {
 	}
 	return string(out)
 }
-

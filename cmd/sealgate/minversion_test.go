@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/testkit"
@@ -47,42 +45,17 @@ func TestMinVersion(t *testing.T) {
 		min   int
 		ready bool
 	}{{2, false}, {1, true}} {
-		c, err := parseConfig([]string{"-upstream", up.URL, "-audience", "https://gw.test", "-principal", "anonymous",
-			"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-keyset", ks, "-kek", kek, "-min-version", strconv.Itoa(tc.min)},
-			func(string) string { return "" }, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logs testkit.Buffer
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- run(rctx, c, &logs) }()
-		var admin string
-		waitFor(t, "the admin listener", func() bool {
-			admin = logAddr(logs.String(), "sealgate: admin endpoints")
-			return admin != ""
-		})
-		status := func() int {
-			resp, err := http.Get(admin + "/readyz")
-			if err != nil {
-				return 0
-			}
-			resp.Body.Close()
-			return resp.StatusCode
-		}
+		r := startRun(t, "-upstream", up.URL, "-principal", "anonymous",
+			"-keyset", ks, "-kek", kek, "-min-version", strconv.Itoa(tc.min))
+		status := func() int { s, _ := r.get(t, "/readyz"); return s }
 		if tc.ready {
 			waitFor(t, "readiness", func() bool { return status() == http.StatusOK })
 		} else {
-			waitFor(t, "the refusal", func() bool { return strings.Contains(logs.String(), "below the configured minimum 2") })
+			waitFor(t, "the refusal", func() bool { return strings.Contains(r.logs.String(), "below the configured minimum 2") })
 			if s := status(); s != http.StatusServiceUnavailable {
-				t.Fatalf("-min-version 2 on version 1: /readyz %d, want 503\n%s", s, logs.String())
+				t.Fatalf("-min-version 2 on version 1: /readyz %d, want 503\n%s", s, r.logs.String())
 			}
 		}
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("did not shut down")
-		}
+		r.stop()
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,51 +27,6 @@ import (
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
 )
-
-// A running is the gateway's main loop (run) serving in the test, as the
-// binary would with the same flags.
-type running struct {
-	t            *testing.T
-	proxy, admin string
-	logs         *testkit.Buffer
-	stop         func()
-}
-
-// startRun runs the gateway with args (and listeners on free ports) until
-// the test ends.
-func startRun(t *testing.T, args ...string) *running {
-	t.Helper()
-	args = append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-audience", "https://gw.test", "-poll", "200ms"}, args...)
-	c, err := parseConfig(args, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testkit.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, c, logs) }()
-	r := &running{t: t, logs: logs}
-	var once sync.Once
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Error(err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("the gateway did not shut down")
-			}
-		})
-	}
-	t.Cleanup(r.stop)
-	waitFor(t, "the listeners", func() bool {
-		r.admin, r.proxy = logAddr(logs.String(), "sealgate: admin endpoints"), logAddr(logs.String(), "sealgate: proxying")
-		return r.admin != "" && r.proxy != ""
-	})
-	return r
-}
 
 func (r *running) ready() bool {
 	resp, err := http.Get(r.admin + "/readyz")
