@@ -106,6 +106,23 @@ func (s *Snapshot) Keys() []Key {
 	return out
 }
 
+// Clone returns a deep copy of s: the same keys, policy and version,
+// with key material of its own. Nothing done to one (through the *Key
+// that Primary or Lookup return, which must not be modified anyway)
+// reaches the other. It costs a copy, no validation and no sort.
+func (s *Snapshot) Clone() *Snapshot {
+	c := &Snapshot{keys: make([]Key, len(s.keys)), sealers: slices.Clone(s.sealers), version: s.version}
+	for i, k := range s.keys {
+		k.material = bytes.Clone(k.material)
+		c.keys[i] = k
+	}
+	if s.policy != nil {
+		p := *s.policy
+		c.policy = &p
+	}
+	return c
+}
+
 // Policy returns the policy of the keyset the snapshot was loaded from, if
 // it was loaded from one.
 func (s *Snapshot) Policy() (Policy, bool) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keymaterial"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
@@ -162,6 +163,17 @@ func TestSharedOnReloadCopies(t *testing.T) {
 	d, _ := sharedDoc(t, doc2, vandal.keks["local:kek"])
 	if d == nil || !bytes.Equal(testkit.Must(d.ks.Marshal()), testkit.Must(v2.Marshal())) {
 		t.Fatal("the shared document changed")
+	}
+	// Nor do the keys it serves: each loader's snapshot is its own.
+	now := t0.Add(time.Hour)
+	vk := testkit.Must(vandal.ring.Current().Primary(now))
+	ok := testkit.Must(other.ring.Current().Primary(now))
+	if !bytes.Equal(keymaterial.Of(vk), keymaterial.Of(ok)) {
+		t.Fatal("the two loaders seal with different keys")
+	}
+	vk.Zero()
+	if bytes.Equal(keymaterial.Of(vk), keymaterial.Of(ok)) {
+		t.Fatal("a key zeroed in one loader's snapshot was zeroed in another's")
 	}
 	if vandal.current.Version != 2 || vandal.current.ID != v1.ID || vandal.ring.Current().Len() != 2 {
 		t.Fatalf("the vandal's own keyset changed: %s version %d", vandal.current.ID, vandal.current.Version)

@@ -65,14 +65,11 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	if u.kms.After(l.kmsSeen) {
 		l.kmsSeen = u.kms
 	}
-	snap, err := keyring.NewSnapshot(u.keys) // copies the keys: this loader's own
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
-	}
+	snap := u.snap.Clone() // this loader's own keys
 	if _, err := snap.Primary(l.Options.now()); err != nil {
 		return nil, nil, nil, fmt.Errorf("keyset: keyset %s in %s has no usable primary: %w", ks.ID, l.name(), err)
 	}
-	return snap.WithPolicy(ks.Policy, ks.Version), ks.Clone(), doc, nil
+	return snap, ks.Clone(), doc, nil
 }
 
 // material returns the unwrapped material of the document this loader
@@ -98,11 +95,12 @@ type verified struct {
 	kms time.Time // when the KMS answered for it; zero if it was not asked
 }
 
-// unwrapped is a document's keys that may open tokens, imported, and
-// their material by cacheKey (the authentication key's under id 0), for
-// the next document's load. Read only, like verified.
+// unwrapped is a document's keys that may open tokens, as a snapshot
+// (which each loader clones), and their material by cacheKey (the
+// authentication key's under id 0), for the next document's load. Read
+// only, like verified.
 type unwrapped struct {
-	keys     []keyring.Key
+	snap     *keyring.Snapshot
 	material map[cacheKey][]byte
 	kms      time.Time
 }
@@ -130,6 +128,7 @@ func verifyShared(ctx context.Context, ks *Keyset, kk *sharedKEK, prev map[cache
 // where its wrapped bytes are unchanged) and imports it.
 func unwrapKeys(ctx context.Context, ks *Keyset, kk *sharedKEK, auth *verified, prev map[cacheKey][]byte) (*unwrapped, error) {
 	u := &unwrapped{material: map[cacheKey][]byte{{ks.ID, kk, 0, string(ks.Auth.Wrapped)}: auth.key}}
+	var keys []keyring.Key
 	for _, sk := range ks.Keys {
 		if sk.State == keyring.Retired {
 			continue
@@ -152,8 +151,13 @@ func unwrapKeys(ctx context.Context, ks *Keyset, kk *sharedKEK, auth *verified, 
 		if err != nil {
 			return nil, fmt.Errorf("keyset: keyset %s: %w", ks.ID, err)
 		}
-		u.keys = append(u.keys, k)
+		keys = append(keys, k)
 	}
+	snap, err := keyring.NewSnapshot(keys)
+	if err != nil {
+		return nil, fmt.Errorf("keyset: keyset %s: %w", ks.ID, err)
+	}
+	u.snap = snap.WithPolicy(ks.Policy, ks.Version)
 	return u, nil
 }
 
