@@ -123,7 +123,10 @@ func Load(ctx context.Context, location string, o *LoadOptions) (*keyring.Snapsh
 		return nil, nil, storeError(s.String(), err)
 	}
 	snap, ks, _, err := l.load(ctx, data)
-	return snap, ks, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, ks.Clone(), nil // the caller's own
 }
 
 // A Loader keeps a keyring.Ring in step with a keyset in a store. Load it once,
@@ -150,7 +153,7 @@ type Loader struct {
 
 	mu            sync.Mutex
 	ring          *keyring.Ring
-	current       *Keyset
+	current       *Keyset                // installed; shared with the loaders of the same document: read only
 	rev           string                 // the store's revision as last read
 	retry         bool                   // the last read failed on a KMS call: read again even if rev is the same
 	last          []byte                 // the document as last loaded

@@ -22,9 +22,10 @@ import (
 //
 // Parsing, authenticating and unwrapping are shared by the loaders of the
 // process that read the same bytes under the same KEK (shared.go); every
-// check that depends on this loader runs here, on every load. The Keyset
-// and the snapshot returned are this loader's own copies; the document is
-// what the loader holds once it installs them.
+// check that depends on this loader runs here, on every load. The
+// snapshot returned is this loader's own copy; the Keyset is the shared
+// document's, read only: whatever hands it out clones it. The document
+// is what the loader holds once it installs them.
 func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Keyset, *document, error) {
 	doc, err := parseShared(data)
 	if err != nil {
@@ -69,7 +70,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	if _, err := snap.Primary(l.Options.now()); err != nil {
 		return nil, nil, nil, fmt.Errorf("keyset: keyset %s in %s has no usable primary: %w", ks.ID, l.name(), err)
 	}
-	return snap, ks.Clone(), doc, nil
+	return snap, ks, doc, nil
 }
 
 // material returns the unwrapped material of the document this loader
