@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,5 +218,77 @@ func TestSharedNotAcrossKEKs(t *testing.T) {
 	}
 	if other.keks["local:kek"] == good.keks["local:kek"] {
 		t.Fatal("two registries share a KEK client")
+	}
+}
+
+// revocable is a KMS whose key can be disabled (a key version made
+// unusable, a grant revoked), counting the unwraps it answers.
+type revocable struct {
+	reg     *backends.Registry
+	revoked atomic.Bool
+	unwraps atomic.Int64
+}
+
+type revocableKEK struct {
+	backends.KEK
+	k *revocable
+}
+
+func (r revocableKEK) Unwrap(ctx context.Context, w, ad []byte) ([]byte, error) {
+	if r.k.revoked.Load() {
+		return nil, errors.New("the KMS refuses: key disabled")
+	}
+	r.k.unwraps.Add(1)
+	return r.KEK.Unwrap(ctx, w, ad)
+}
+
+func newRevocable() *revocable {
+	k := &revocable{reg: &backends.Registry{}}
+	k.reg.Register("local", func(ctx context.Context, u *url.URL, o *backends.OpenOptions) (backends.KEK, error) {
+		inner, err := backends.Open(ctx, u.String(), o)
+		return revocableKEK{inner, k}, err
+	})
+	return k
+}
+
+// TestSharedProofsAskTheKMS: what the KMS answered for a document stands
+// only for running loaders that load it within proofWindow. A fresh
+// loader asks the KMS itself even for a document proven a moment ago (so
+// a key disabled in the KMS stops new instances at once, as in another
+// process), and a running loader asks again once the window has passed.
+func TestSharedProofsAskTheKMS(t *testing.T) {
+	path, v1, kek := newKeysetFile(t, 1)
+	k := newRevocable()
+	o := LoadOptions{KEK: "local:kek", Backends: k.reg, Now: func() time.Time { return t0.Add(time.Hour) }}
+	loader := func() *Loader {
+		l := &Loader{Path: path, Options: o}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	a, b, late := loader(), loader(), loader()
+	for _, l := range []*Loader{a, b, late} {
+		before := k.unwraps.Load()
+		testkit.Must(l.Load(ctx))
+		if k.unwraps.Load() != before+2 { // the authentication key and the data key
+			t.Fatalf("a fresh loader made %d KMS calls, want 2 of its own", k.unwraps.Load()-before)
+		}
+	}
+	edit(t, path, v1, kek)
+	testkit.Check(a.Reload(ctx))
+	before := k.unwraps.Load()
+	testkit.Check(b.Reload(ctx))
+	if k.unwraps.Load() != before {
+		t.Fatal("a running loader did not share what the KMS proved a moment ago")
+	}
+
+	k.revoked.Store(true)
+	if _, err := loader().Load(ctx); err == nil || !strings.Contains(err.Error(), "key disabled") {
+		t.Fatalf("a fresh loader, the KMS key disabled: %v", err)
+	}
+	saved := proofWindow
+	proofWindow = 0
+	t.Cleanup(func() { proofWindow = saved })
+	if err := late.Reload(ctx); err == nil || !strings.Contains(err.Error(), "key disabled") || late.ring.Current().Version() != 1 {
+		t.Fatalf("a running loader past the window, the KMS key disabled: %v", err)
 	}
 }

@@ -41,7 +41,8 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 		return nil, nil, nil, transient(fmt.Errorf("keyset: keyset %s: %w", ks.ID, err))
 	}
 	prev := l.material(kk)
-	a, err := doc.once(ctx, stageAuth, kk, func(ctx context.Context) (any, error) {
+	fresh := l.ring == nil // a first load proves everything with the KMS itself
+	a, err := doc.once(ctx, stageAuth, kk, fresh, func(ctx context.Context) (any, error) {
 		return verifyShared(ctx, ks, kk, prev)
 	})
 	if err != nil {
@@ -56,7 +57,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	if err := l.follows(ks); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
-	v, err := doc.once(ctx, stageKeys, kk, func(ctx context.Context) (any, error) {
+	v, err := doc.once(ctx, stageKeys, kk, fresh, func(ctx context.Context) (any, error) {
 		return unwrapKeys(ctx, ks, kk, auth, prev)
 	})
 	if err != nil {
@@ -82,7 +83,7 @@ func (l *Loader) material(k *sharedKEK) map[cacheKey][]byte {
 	}
 	l.held.mu.Lock()
 	defer l.held.mu.Unlock()
-	if u, ok := l.held.results[resultKey{stageKeys, k}].(*unwrapped); ok {
+	if u, ok := l.held.results[resultKey{stageKeys, k}].v.(*unwrapped); ok {
 		return u.material
 	}
 	return nil
