@@ -218,9 +218,21 @@ func TestSnapshotClone(t *testing.T) {
 	if k.ID != b.ID || !bytes.Equal(k.material, want) {
 		t.Fatal("the clone seals with another key")
 	}
+	lookup := func(s *Snapshot, id uint32) []byte {
+		k, ok := s.Lookup(id)
+		if !ok {
+			t.Fatalf("no key %s", FormatID(id))
+		}
+		return k.material
+	}
+	other := bytes.Clone(lookup(c, a.ID))
 	k.Zero()
+	k.material = append(k.material, 1) // past its length: a new array, not the next key's
 	k.State = Retired
 	if p := testkit.Must(s.Primary(t0.Add(2 * time.Hour))); p.State != Active || !bytes.Equal(p.material, want) {
 		t.Fatal("a change to the clone's key reached the original")
+	}
+	if !bytes.Equal(lookup(c, a.ID), other) {
+		t.Fatal("a change to one of the clone's keys reached another")
 	}
 }

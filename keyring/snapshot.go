@@ -112,8 +112,15 @@ func (s *Snapshot) Keys() []Key {
 // reaches the other. It costs a copy, no validation and no sort.
 func (s *Snapshot) Clone() *Snapshot {
 	c := &Snapshot{keys: make([]Key, len(s.keys)), sealers: slices.Clone(s.sealers), version: s.version}
+	n := 0
+	for _, k := range s.keys {
+		n += len(k.material)
+	}
+	buf := make([]byte, 0, n) // one allocation, each key's part capped at its length
 	for i, k := range s.keys {
-		k.material = bytes.Clone(k.material)
+		j := len(buf)
+		buf = append(buf, k.material...)
+		k.material = buf[j:len(buf):len(buf)]
 		c.keys[i] = k
 	}
 	if s.policy != nil {

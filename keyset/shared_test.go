@@ -292,3 +292,16 @@ func TestSharedProofsAskTheKMS(t *testing.T) {
 		t.Fatalf("a running loader past the window, the KMS key disabled: %v", err)
 	}
 }
+
+// TestCloneSlicesApart: a clone's byte slices share one allocation, and
+// an append to one writes none of the others, nor the original.
+func TestCloneSlicesApart(t *testing.T) {
+	_, ks, _ := newKeysetFile(t, 2)
+	c := ks.Clone()
+	want := bytes.Clone(c.Keys[1].Wrapped)
+	c.Keys[0].Wrapped = append(c.Keys[0].Wrapped, 0xaa, 0xbb)
+	c.Auth.Wrapped = append(c.Auth.Wrapped, 0xcc)
+	if !bytes.Equal(c.Keys[1].Wrapped, want) || !bytes.Equal(ks.Keys[1].Wrapped, want) || !bytes.Equal(c.Auth.Tag, ks.Auth.Tag) {
+		t.Fatal("an append to one of a clone's slices wrote another")
+	}
+}
