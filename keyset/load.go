@@ -134,6 +134,16 @@ func Load(ctx context.Context, location string, o *LoadOptions) (*keyring.Snapsh
 // read, parsed, authenticated or unwrapped never replaces the ring's keys:
 // the last good snapshot keeps serving and the error goes to slog and
 // OnError.
+//
+// Loaders of one process that load the same document bytes share its
+// parse, and, if they open their KEK the same way (one URL, one
+// Options.Backends, one keyset directory: they then share one KEK
+// client), its authentication and unwrap, for as long as a KMS answer
+// may stand (seconds; a first load asks the KMS itself). Every check that
+// depends on the loader (its trusted KEKs, pinned id, MinVersion, what it
+// installed before, its clock) runs for each loader at every load, and
+// each serves keys of its own (docs/FLEET.md, "Loaders of one process
+// share the work").
 type Loader struct {
 	// Path is the keyset's location: a file path, or a store URL
 	// (vault-kv://..., redis://...) that Options.Stores opens.
