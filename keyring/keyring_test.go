@@ -199,3 +199,40 @@ func TestParseID(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotClone: a clone has the same keys, policy and version, and
+// nothing done to one's keys (their material zeroed, their fields
+// changed through the *Key that Primary returns) reaches the other.
+func TestSnapshotClone(t *testing.T) {
+	a, b := key(t, AEAD, t0), key(t, MAC, t0.Add(time.Hour))
+	s := testkit.Must(NewSnapshot([]Key{a, b})).WithPolicy(DefaultPolicy(), 7)
+	c := s.Clone()
+	if c.Version() != 7 || c.Len() != 2 {
+		t.Fatalf("clone: version %d, %d keys", c.Version(), c.Len())
+	}
+	if p, ok := c.Policy(); !ok || p != DefaultPolicy() {
+		t.Fatalf("clone's policy: %+v %v", p, ok)
+	}
+	want := bytes.Clone(testkit.Must(s.Primary(t0.Add(2 * time.Hour))).material)
+	k := testkit.Must(c.Primary(t0.Add(2 * time.Hour)))
+	if k.ID != b.ID || !bytes.Equal(k.material, want) {
+		t.Fatal("the clone seals with another key")
+	}
+	lookup := func(s *Snapshot, id uint32) []byte {
+		k, ok := s.Lookup(id)
+		if !ok {
+			t.Fatalf("no key %s", FormatID(id))
+		}
+		return k.material
+	}
+	other := bytes.Clone(lookup(c, a.ID))
+	k.Zero()
+	k.material = append(k.material, 1) // past its length: a new array, not the next key's
+	k.State = Retired
+	if p := testkit.Must(s.Primary(t0.Add(2 * time.Hour))); p.State != Active || !bytes.Equal(p.material, want) {
+		t.Fatal("a change to the clone's key reached the original")
+	}
+	if !bytes.Equal(lookup(c, a.ID), other) {
+		t.Fatal("a change to one of the clone's keys reached another")
+	}
+}

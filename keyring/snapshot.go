@@ -106,6 +106,30 @@ func (s *Snapshot) Keys() []Key {
 	return out
 }
 
+// Clone returns a deep copy of s: the same keys, policy and version,
+// with key material of its own. Nothing done to one (through the *Key
+// that Primary or Lookup return, which must not be modified anyway)
+// reaches the other. It costs a copy, no validation and no sort.
+func (s *Snapshot) Clone() *Snapshot {
+	c := &Snapshot{keys: make([]Key, len(s.keys)), sealers: slices.Clone(s.sealers), version: s.version}
+	n := 0
+	for _, k := range s.keys {
+		n += len(k.material)
+	}
+	buf := make([]byte, 0, n) // one allocation, each key's part capped at its length
+	for i, k := range s.keys {
+		j := len(buf)
+		buf = append(buf, k.material...)
+		k.material = buf[j:len(buf):len(buf)]
+		c.keys[i] = k
+	}
+	if s.policy != nil {
+		p := *s.policy
+		c.policy = &p
+	}
+	return c
+}
+
 // Policy returns the policy of the keyset the snapshot was loaded from, if
 // it was loaded from one.
 func (s *Snapshot) Policy() (Policy, bool) {

@@ -390,18 +390,37 @@ func (ks *Keyset) doc() *keysetjson.Doc {
 	return d
 }
 
-// Clone returns a deep copy, for editing.
+// Clone returns a deep copy, for editing. Its byte slices share one
+// allocation (every loader clones what it hands out at every rotation),
+// each capped at its length, so that an append to one never writes
+// another.
 func (ks *Keyset) Clone() *Keyset {
+	n := len(ks.Auth.Wrapped) + len(ks.Auth.Tag)
+	for _, h := range ks.History {
+		n += len(h.Tag)
+	}
+	for _, k := range ks.Keys {
+		n += len(k.Wrapped)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		i := len(buf)
+		buf = append(buf, b...)
+		return buf[i:len(buf):len(buf)]
+	}
 	c := *ks
-	c.Auth = Auth{Wrapped: bytes.Clone(ks.Auth.Wrapped), Tag: bytes.Clone(ks.Auth.Tag)}
+	c.Auth = Auth{Wrapped: take(ks.Auth.Wrapped), Tag: take(ks.Auth.Tag)}
 	c.History = make([]Link, len(ks.History))
 	for i, h := range ks.History {
-		c.History[i] = Link{h.Version, bytes.Clone(h.Tag)}
+		c.History[i] = Link{h.Version, take(h.Tag)}
 	}
 	c.RetiredKeys = slices.Clone(ks.RetiredKeys)
 	c.Keys = make([]StoredKey, len(ks.Keys))
 	for i, k := range ks.Keys {
-		k.Wrapped = append([]byte(nil), k.Wrapped...)
+		k.Wrapped = take(k.Wrapped)
 		c.Keys[i] = k
 	}
 	return &c

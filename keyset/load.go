@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -70,7 +69,7 @@ func OpenKEK(ctx context.Context, location, name string, o *LoadOptions) (backen
 	if err != nil {
 		return nil, err
 	}
-	url, err := matchKEK(name, trusted)
+	url, err := matchKEK(name, trusted, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +122,11 @@ func Load(ctx context.Context, location string, o *LoadOptions) (*keyring.Snapsh
 	if err != nil {
 		return nil, nil, storeError(s.String(), err)
 	}
-	return l.load(ctx, data)
+	snap, ks, _, err := l.load(ctx, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, ks.Clone(), nil // the caller's own
 }
 
 // A Loader keeps a keyring.Ring in step with a keyset in a store. Load it once,
@@ -131,6 +134,16 @@ func Load(ctx context.Context, location string, o *LoadOptions) (*keyring.Snapsh
 // read, parsed, authenticated or unwrapped never replaces the ring's keys:
 // the last good snapshot keeps serving and the error goes to slog and
 // OnError.
+//
+// Loaders of one process that load the same document bytes share its
+// parse, and, if they open their KEK the same way (one URL, one
+// Options.Backends, one keyset directory: they then share one KEK
+// client), its authentication and unwrap, for as long as a KMS answer
+// may stand (seconds; a first load asks the KMS itself). Every check that
+// depends on the loader (its trusted KEKs, pinned id, MinVersion, what it
+// installed before, its clock) runs for each loader at every load, and
+// each serves keys of its own (docs/FLEET.md, "Loaders of one process
+// share the work").
 type Loader struct {
 	// Path is the keyset's location: a file path, or a store URL
 	// (vault-kv://..., redis://...) that Options.Stores opens.
@@ -143,24 +156,27 @@ type Loader struct {
 	// OnError, if set, is called with every failed reload that is
 	// reported (once per failure while polling).
 	OnError func(error)
-	// OnReload, if set, is called with every keyset a reload installs.
+	// OnReload, if set, is called with every keyset a reload installs: a
+	// copy of its own, which it may keep or change without changing what
+	// this loader (or any other) installed.
 	OnReload func(*Keyset)
 
 	mu            sync.Mutex
 	ring          *keyring.Ring
-	current       *Keyset
-	rev           string                  // the store's revision as last read
-	retry         bool                    // the last read failed on a KMS call: read again even if rev is the same
-	last          []byte                  // the document as last loaded
-	failed        []byte                  // the document as it last failed to load for good
-	reported      string                  // the last failure reported
-	staleReported string                  // the installed keyset's expiry, as last reported
-	outage        bool                    // a transient failure was reported, and no success since
-	cache         map[cacheKey][]byte     // unwrapped material by keyset, KEK, key, wrapped bytes
-	keks          map[string]backends.KEK // opened once per configured URL; closed by Close
-	ownStore      bool                    // the loader opened Store from Path: Close closes it
-	pinned        string                  // the keyset id that loads
-	seen          map[string]seenVersion  // the highest version installed, per keyset id
+	current       *Keyset                // installed; shared with the loaders of the same document: read only
+	rev           string                 // the store's revision as last read
+	retry         bool                   // the last read failed on a KMS call: read again even if rev is the same
+	last          []byte                 // the document as last loaded
+	failed        []byte                 // the document as it last failed to load for good
+	reported      string                 // the last failure reported
+	staleReported string                 // the installed keyset's expiry, as last reported
+	outage        bool                   // a transient failure was reported, and no success since
+	held          *document              // the document last loaded, shared with the process's loaders of the same bytes
+	ids           map[string]string      // the identities of the configured KEK URLs, by URL
+	keks          map[string]*sharedKEK  // opened once per configured URL; released by Close
+	ownStore      bool                   // the loader opened Store from Path: Close closes it
+	pinned        string                 // the keyset id that loads
+	seen          map[string]seenVersion // the highest version installed, per keyset id
 
 	// For Health.
 	installed, lastCheck, storeSeen, kmsSeen time.Time
@@ -177,14 +193,18 @@ type seenVersion struct {
 	retired map[uint32]bool
 }
 
+// A cacheKey names unwrapped material by what it is a function of: the
+// keyset, the KEK, the key and its wrapped bytes.
 type cacheKey struct {
-	keyset, kek string
-	id          uint32
-	wrapped     string
+	keyset  string
+	kek     *sharedKEK
+	id      uint32
+	wrapped string
 }
 
 // Close closes the KEK clients the loader opened (a Cloud KMS connection,
-// say) and the store it opened from Path (a Redis client), never a Store
+// say; one that other loaders of the process share is closed by the last
+// of them) and the store it opened from Path (a Redis client), never a Store
 // it was given, and stops nothing else: cancel Run's context first. The
 // loader is not used after Close.
 func (l *Loader) Close() error {
@@ -196,25 +216,32 @@ func (l *Loader) Close() error {
 		l.ownStore = false
 	}
 	for url, k := range l.keks {
-		if c, ok := k.(io.Closer); ok {
-			errs = append(errs, c.Close())
-		}
+		errs = append(errs, k.release())
 		delete(l.keks, url)
 	}
+	l.held = nil // the process's table lets it go once no loader holds it
 	return errors.Join(errs...)
 }
 
-// kek returns the KEK at the configured url, opened once.
-func (l *Loader) kek(ctx context.Context, url string) (backends.KEK, error) {
+// kek returns the KEK at the configured url, opened once for the loader's
+// life: the process's loaders that would open url the same way share one
+// (kek.go).
+func (l *Loader) kek(ctx context.Context, url string) (*sharedKEK, error) {
 	if k, ok := l.keks[url]; ok {
 		return k, nil
 	}
-	k, err := openKEKURL(ctx, url, l.Path, &l.Options)
+	reg := backends.Default
+	if l.Options.Backends != nil {
+		reg = l.Options.Backends
+	}
+	k, err := acquireKEK(kekKey{url: url, reg: reg, dir: *kekDir(l.Path)}, func() (backends.KEK, error) {
+		return openKEKURL(ctx, url, l.Path, &l.Options)
+	})
 	if err != nil {
 		return nil, err
 	}
 	if l.keks == nil {
-		l.keks = map[string]backends.KEK{}
+		l.keks = map[string]*sharedKEK{}
 	}
 	l.keks[url] = k
 	return k, nil
@@ -260,7 +287,7 @@ func (l *Loader) Load(ctx context.Context) (*keyring.Ring, error) {
 	if err != nil {
 		return nil, storeError(s.String(), err)
 	}
-	snap, ks, err := l.load(ctx, data)
+	snap, ks, doc, err := l.load(ctx, data)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +295,7 @@ func (l *Loader) Load(ctx context.Context) (*keyring.Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.ring, l.current, l.last, l.rev = ring, ks, data, rev
+	l.ring, l.current, l.last, l.rev, l.held = ring, ks, data, rev, doc
 	l.install(ks)
 	now := time.Now()
 	l.installed, l.lastCheck, l.storeSeen, l.kmsSeen, l.lastErr = now, now, now, now, nil
@@ -412,7 +439,7 @@ func (l *Loader) read(ctx context.Context, force bool) error {
 		}
 		return nil
 	}
-	snap, ks, err := l.load(ctx, data)
+	snap, ks, doc, err := l.load(ctx, data)
 	if err != nil {
 		var te transientError
 		l.retry = errors.As(err, &te)
@@ -422,7 +449,7 @@ func (l *Loader) read(ctx context.Context, force bool) error {
 		l.fail(err, force)
 		return err
 	}
-	l.last, l.failed, l.reported, l.outage, l.rev, l.retry = data, nil, "", false, rev, false
+	l.last, l.failed, l.reported, l.outage, l.rev, l.retry, l.held = data, nil, "", false, rev, false, doc
 	l.lastCheck, l.lastErr = time.Now(), nil
 	if ks.ID == l.current.ID && ks.Version == l.current.Version {
 		return nil
@@ -435,7 +462,7 @@ func (l *Loader) read(ctx context.Context, force bool) error {
 	l.logger().Info("stateseal keyset reloaded", "store", l.name(), "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
 	l.current = ks
 	if l.OnReload != nil {
-		l.OnReload(ks)
+		l.OnReload(ks.Clone())
 	}
 	return nil
 }

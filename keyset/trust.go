@@ -60,13 +60,21 @@ func trustedKEKs(location string, o *LoadOptions) ([]string, error) {
 }
 
 // matchKEK returns the configured URL whose identity is name, the KEK a
-// keyset names.
-func matchKEK(name string, trusted []string) (string, error) {
+// keyset names. ids, if not nil, keeps the identities computed, by URL
+// (an identity is a function of the URL alone): a loader computes its
+// KEKs' once, not at every load.
+func matchKEK(name string, trusted []string, ids map[string]string) (string, error) {
 	var names []string
 	for _, u := range trusted {
-		id, err := kekIdentity(u)
-		if err != nil {
-			return "", fmt.Errorf("keyset: configured KEK: %w", err)
+		id, ok := ids[u]
+		if !ok {
+			var err error
+			if id, err = kekIdentity(u); err != nil {
+				return "", fmt.Errorf("keyset: configured KEK: %w", err)
+			}
+			if ids != nil {
+				ids[u] = id
+			}
 		}
 		if id == name {
 			return u, nil
@@ -119,7 +127,10 @@ func (l *Loader) trust(ks *Keyset) (kekURL string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if kekURL, err = matchKEK(ks.KEK, trusted); err != nil {
+	if l.ids == nil {
+		l.ids = map[string]string{}
+	}
+	if kekURL, err = matchKEK(ks.KEK, trusted, l.ids); err != nil {
 		return "", fmt.Errorf("%w (keyset %s)", err, ks.ID)
 	}
 	return kekURL, l.admit(ks)

@@ -19,73 +19,148 @@ import (
 // check that needs no key comes first, so a keyset this instance does not
 // trust (another KEK, another id, an older version, expired) costs no KMS
 // call: the store cannot make the instance talk to a KMS of its choosing.
-func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Keyset, error) {
-	ks, err := Parse(data)
+//
+// Parsing, authenticating and unwrapping are shared by the loaders of the
+// process that read the same bytes under the same KEK (shared.go); every
+// check that depends on this loader runs here, on every load. The
+// snapshot returned is this loader's own copy; the Keyset is the shared
+// document's, read only: whatever hands it out clones it. The document
+// is what the loader holds once it installs them.
+func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Keyset, *document, error) {
+	doc, err := parseShared(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
+	ks := doc.ks // shared: everything below only reads it
 	kekURL, err := l.trust(ks)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
-	kek, err := l.kek(ctx, kekURL)
+	kk, err := l.kek(ctx, kekURL)
 	if err != nil {
-		return nil, nil, transient(fmt.Errorf("keyset: keyset %s: %w", ks.ID, err))
+		return nil, nil, nil, transient(fmt.Errorf("keyset: keyset %s: %w", ks.ID, err))
 	}
-	// The authentication key is cached like the data keys, under the id 0
-	// no key has: an unchanged keyset costs no KMS call to reload.
-	next := map[cacheKey][]byte{}
-	ak := cacheKey{ks.ID, kekURL, 0, string(ks.Auth.Wrapped)}
-	authKey, ok := l.cache[ak]
-	if !ok {
-		if authKey, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kek) }); err != nil {
-			return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.name()))
-		}
-		l.kmsSeen = time.Now()
+	prev := l.material(kk)
+	fresh := l.ring == nil // a first load proves everything with the KMS itself
+	a, err := doc.once(ctx, stageAuth, kk, fresh, func(ctx context.Context) (any, error) {
+		return verifyShared(ctx, ks, kk, prev)
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
-	if err := ks.verifyWith(keysetjson.Format, authKey); err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+	auth := a.(*verified)
+	if auth.kms.After(l.kmsSeen) {
+		l.kmsSeen = auth.kms
 	}
-	next[ak] = authKey
 	// Authentic from here on: a document that does not descend from the
 	// one installed is refused (admit refused one reviving a retired key).
 	if err := l.follows(ks); err != nil {
-		return nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
+	v, err := doc.once(ctx, stageKeys, kk, fresh, func(ctx context.Context) (any, error) {
+		return unwrapKeys(ctx, ks, kk, auth, prev)
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+	}
+	u := v.(*unwrapped)
+	if u.kms.After(l.kmsSeen) {
+		l.kmsSeen = u.kms
+	}
+	snap := u.snap.Clone() // this loader's own keys
+	if _, err := snap.Primary(l.Options.now()); err != nil {
+		return nil, nil, nil, fmt.Errorf("keyset: keyset %s in %s has no usable primary: %w", ks.ID, l.name(), err)
+	}
+	return snap, ks, doc, nil
+}
+
+// material returns the unwrapped material of the document this loader
+// holds, under k: a key whose wrapped bytes did not change costs no KMS
+// call to load again. Read only.
+func (l *Loader) material(k *sharedKEK) map[cacheKey][]byte {
+	if l.held == nil {
+		return nil
+	}
+	l.held.mu.Lock()
+	defer l.held.mu.Unlock()
+	if u, ok := l.held.results[resultKey{stageKeys, k}].v.(*unwrapped); ok {
+		return u.material
+	}
+	return nil
+}
+
+// verified is a document whose tag checked under a KEK: its
+// authentication key, unwrapped. Read only: every loader of the document
+// reads it.
+type verified struct {
+	key []byte
+	kms time.Time // when the KMS answered for it; zero if it was not asked
+}
+
+// unwrapped is a document's keys that may open tokens, as a snapshot
+// (which each loader clones), and their material by cacheKey (the
+// authentication key's under id 0), for the next document's load. Read
+// only, like verified.
+type unwrapped struct {
+	snap     *keyring.Snapshot
+	material map[cacheKey][]byte
+	kms      time.Time
+}
+
+// verifyShared unwraps ks's authentication key (from prev if its
+// wrapped bytes are unchanged) and checks the tag with it.
+func verifyShared(ctx context.Context, ks *Keyset, kk *sharedKEK, prev map[cacheKey][]byte) (*verified, error) {
+	v := &verified{}
+	ak := cacheKey{ks.ID, kk, 0, string(ks.Auth.Wrapped)}
+	var ok bool
+	if v.key, ok = prev[ak]; !ok {
+		var err error
+		if v.key, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kk.kek) }); err != nil {
+			return nil, transient(err)
+		}
+		v.kms = time.Now()
+	}
+	if err := ks.verifyWith(keysetjson.Format, v.key); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// unwrapKeys unwraps every key of ks that may open tokens (from prev
+// where its wrapped bytes are unchanged) and imports it.
+func unwrapKeys(ctx context.Context, ks *Keyset, kk *sharedKEK, auth *verified, prev map[cacheKey][]byte) (*unwrapped, error) {
+	u := &unwrapped{material: map[cacheKey][]byte{{ks.ID, kk, 0, string(ks.Auth.Wrapped)}: auth.key}}
 	var keys []keyring.Key
 	for _, sk := range ks.Keys {
 		if sk.State == keyring.Retired {
 			continue
 		}
-		ck := cacheKey{ks.ID, kekURL, sk.ID, string(sk.Wrapped)}
-		m, ok := l.cache[ck]
+		ck := cacheKey{ks.ID, kk, sk.ID, string(sk.Wrapped)}
+		m, ok := prev[ck]
 		if !ok {
+			var err error
 			m, err = unwrapShared(ctx, ck, func() ([]byte, error) {
-				k, err := ks.UnwrapKey(ctx, kek, sk)
+				k, err := ks.UnwrapKey(ctx, kk.kek, sk)
 				return keymaterial.Of(&k), err
 			})
 			if err != nil {
-				return nil, nil, transient(fmt.Errorf("%w (in %s)", err, l.name()))
+				return nil, transient(err)
 			}
-			l.kmsSeen = time.Now()
+			u.kms = time.Now()
 		}
-		next[ck] = m
+		u.material[ck] = m
 		k, err := keyring.ImportKey(sk.ID, sk.Algorithm, sk.State, sk.Created, sk.Activation, m)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
+			return nil, fmt.Errorf("keyset: keyset %s: %w", ks.ID, err)
 		}
 		keys = append(keys, k)
 	}
 	snap, err := keyring.NewSnapshot(keys)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (keyset %s in %s)", err, ks.ID, l.name())
+		return nil, fmt.Errorf("keyset: keyset %s: %w", ks.ID, err)
 	}
-	if _, err := snap.Primary(l.Options.now()); err != nil {
-		return nil, nil, fmt.Errorf("keyset: keyset %s in %s has no usable primary: %w", ks.ID, l.name(), err)
-	}
-	snap = snap.WithPolicy(ks.Policy, ks.Version)
-	l.cache = next
-	return snap, ks, nil
+	u.snap = snap.WithPolicy(ks.Policy, ks.Version)
+	return u, nil
 }
 
 // admit refuses, before any KMS call, a keyset this loader must not
@@ -138,14 +213,14 @@ func (l *Loader) admit(ks *Keyset) error {
 var unwraps singleflight.Group
 
 func unwrapShared(ctx context.Context, ck cacheKey, unwrap func() ([]byte, error)) ([]byte, error) {
-	v, err, _ := unwraps.Do(fmt.Sprintf("%q %q %d %x", ck.keyset, ck.kek, ck.id, ck.wrapped), func() (any, error) {
+	v, err, _ := unwraps.Do(fmt.Sprintf("%q %p %d %x", ck.keyset, ck.kek, ck.id, ck.wrapped), func() (any, error) {
 		return unwrap()
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Every caller gets its own copy: the snapshot clears nothing, but a
-	// shared slice must not be written by one and read by another.
+	// Every caller gets its own copy: nothing writes it, but a shared
+	// slice must not be written by one and read by another.
 	return bytes.Clone(v.([]byte)), nil
 }
 

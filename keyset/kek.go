@@ -1,0 +1,87 @@
+package keyset
+
+import (
+	"io"
+	"sync"
+
+	"github.com/stateseal/stateseal/backends"
+)
+
+// The loaders of a process that would open one KEK URL the same way share
+// one KEK client while any of them is open, as the stores of a process
+// share one Redis client: what that KEK proved of a document (that it
+// authenticates, what its keys unwrap to) is then proved for all of them
+// by the very KEK each uses (shared.go). Once the last of them closes, the
+// KEK is closed, and the next loader opens it again: a KEK replaced behind
+// its URL (a new key file) is read by the first loader opened after every
+// loader that used the old one has closed.
+
+// A kekKey is everything that decides what a KEK URL opens to besides
+// the environment: the URL with its transport settings, the registry
+// that opens it and the directory relative paths resolve against.
+type kekKey struct {
+	url string
+	reg *backends.Registry
+	dir backends.OpenOptions
+}
+
+// A sharedKEK is one opened KEK and the loaders that use it.
+type sharedKEK struct {
+	key  kekKey
+	kek  backends.KEK
+	refs int // guarded by openKEKs.mu
+}
+
+var openKEKs = struct {
+	sync.Mutex
+	m map[kekKey]*sharedKEK
+}{m: map[kekKey]*sharedKEK{}}
+
+// acquireKEK returns the open KEK for k, opening it with open if no loader
+// holds it. open runs outside the table's lock: a KMS slow to answer
+// holds up no other KEK.
+func acquireKEK(k kekKey, open func() (backends.KEK, error)) (*sharedKEK, error) {
+	openKEKs.Lock()
+	if s := openKEKs.m[k]; s != nil {
+		s.refs++
+		openKEKs.Unlock()
+		return s, nil
+	}
+	openKEKs.Unlock()
+	kek, err := open()
+	if err != nil {
+		return nil, err
+	}
+	openKEKs.Lock()
+	defer openKEKs.Unlock()
+	if s := openKEKs.m[k]; s != nil { // opened meanwhile by another loader
+		s.refs++
+		closeKEK(kek)
+		return s, nil
+	}
+	s := &sharedKEK{key: k, kek: kek, refs: 1}
+	openKEKs.m[k] = s
+	return s, nil
+}
+
+// release drops one loader's use; the last closes the KEK.
+func (s *sharedKEK) release() error {
+	openKEKs.Lock()
+	s.refs--
+	last := s.refs == 0
+	if last && openKEKs.m[s.key] == s {
+		delete(openKEKs.m, s.key)
+	}
+	openKEKs.Unlock()
+	if last {
+		return closeKEK(s.kek)
+	}
+	return nil
+}
+
+func closeKEK(k backends.KEK) error {
+	if c, ok := k.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
