@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -54,6 +55,7 @@ import (
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/replay/redisguard"
 	"github.com/stateseal/stateseal/seal"
+	"github.com/stateseal/stateseal/stores"
 	"github.com/stateseal/stateseal/stores/redis"
 
 	// Every KEK backend, so that any keyset's KEK URL opens.
@@ -106,6 +108,9 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	redis.SetLogger(log) // go-redis's own lines as the gateway's JSON records
 	g, err := newGateway(c, log)
 	if err != nil {
+		return err
+	}
+	if err := checkKeysetLocation(ctx, c); err != nil {
 		return err
 	}
 	principal, tlsConf, err := newPrincipal(ctx, c, log)
@@ -330,11 +335,16 @@ func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
 		case "memory", "":
 			o.Replay = replay.NewMemory(0)
 		default:
-			client, err := redis.NewClient(c.Replay)
+			where, ro, err := redisguard.SplitURL(c.Replay)
 			if err != nil {
 				return nil, fmt.Errorf("-replay: %w", err)
 			}
-			guard := redisguard.New(client, &redisguard.Options{Logger: log})
+			client, err := redis.NewClient(where)
+			if err != nil {
+				return nil, fmt.Errorf("-replay: %w", err)
+			}
+			ro.Logger = log
+			guard := redisguard.New(client, &ro)
 			// A Redis that may evict records refuses every single use for
 			// ever: a configuration to refuse at start, not to retry.
 			pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -348,6 +358,24 @@ func statesOptions(c *Config, log *slog.Logger) (*mrtr.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// checkKeysetLocation opens a Redis -keyset store once, which reads the
+// URL and dials nothing: a location no retry can mend (plain redis://
+// off loopback, an unknown parameter, a ca= file missing) ends the
+// process at start, as the same mistake in -replay does, instead of an
+// unready gateway retrying for ever. A store that does not answer yet is
+// not this: the load retries. (Opening a vault-kv store logs in, so it is
+// left to the load.)
+func checkKeysetLocation(ctx context.Context, c *Config) error {
+	if !strings.HasPrefix(c.Keyset, redis.Scheme+"://") && !strings.HasPrefix(c.Keyset, redis.SchemeTLS+"://") {
+		return nil
+	}
+	s, err := keyset.OpenStore(ctx, c.Keyset, nil)
+	if err != nil {
+		return fmt.Errorf("-keyset: %w", err)
+	}
+	return stores.Close(s)
 }
 
 // loadKeyset loads the keyset, retrying until it loads or ctx ends, then

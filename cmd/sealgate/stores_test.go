@@ -24,6 +24,7 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay/redisguard"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/seal"
 )
@@ -284,4 +285,57 @@ func TestRedisReplayWrongPassword(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "credentials") || strings.Contains(err.Error()+logs.String(), "wrong-password") {
 		t.Fatalf("run with a wrong guard password: %v\n%s", err, logs.String())
 	}
+}
+
+// TestReplayGuardTimeout (a new user's trial): the guard_timeout the
+// docs give a fleet's -replay URL is taken, and a bad one refused.
+func TestReplayGuardTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis")
+	}
+	rs := testservers.StartRedisVolatile(t)
+	base := []string{"-upstream", "http://127.0.0.1:1", "-audience", "https://gw.test", "-principal", "anonymous", "-single-use", "pay"}
+	c, err := parseConfig(append(base, "-replay", rs.URL()+"?guard_timeout=200ms&max_retries=-1"), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := statesOptions(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("guard_timeout=200ms: %v", err)
+	}
+	if g, ok := o.Replay.(*redisguard.Guard); !ok {
+		t.Fatalf("guard %T", o.Replay)
+	} else {
+		g.Close()
+	}
+	c, err = parseConfig(append(base, "-replay", rs.URL()+"?guard_timeout=soon"), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := statesOptions(c, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "guard_timeout") {
+		t.Fatalf("guard_timeout=soon: %v", err)
+	}
+}
+
+// TestKeysetLocationRefusedAtStart (a new user's trial): a -keyset Redis
+// URL no retry can mend ends the process at start, as in -replay,
+// instead of an unready gateway retrying for ever; a Redis that is down
+// is retried.
+func TestKeysetLocationRefusedAtStart(t *testing.T) {
+	base := []string{"-upstream", "http://127.0.0.1:1", "-audience", "https://gw.test", "-principal", "anonymous",
+		"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-kek", "local://env/K"}
+	for _, ks := range []string{"redis://:pw@redis.internal:6379/0?key=k", "rediss://127.0.0.1:6379/0?key=k&ca=/nonexistent.pem", "redis://127.0.0.1:6379/0?key=k&colour=red"} {
+		c, err := parseConfig(append(base, "-keyset", ks), func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs testkit.Buffer
+		err = run(context.Background(), c, &logs)
+		if err == nil || !strings.Contains(err.Error(), "-keyset") || strings.Contains(err.Error(), ":pw@") {
+			t.Fatalf("-keyset %s: %v", ks, err)
+		}
+	}
+	r := startRun(t, "-upstream", "http://127.0.0.1:1", "-principal", "anonymous", "-kek", "local://env/K",
+		"-keyset", "redis://127.0.0.1:1/0?key=k&dial_timeout=100ms")
+	waitFor(t, "a retry", func() bool { return strings.Contains(r.logs.String(), "cannot load the keyset; retrying") })
 }

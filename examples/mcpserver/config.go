@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -96,15 +95,9 @@ func guard(where string) (replay.Guard, error) {
 	if where == "memory" || where == "" {
 		return replay.NewMemory(0), nil
 	}
-	var o redisguard.Options
-	if u, err := url.Parse(where); err == nil && u.Query().Has("guard_timeout") {
-		q := u.Query()
-		if o.Timeout, err = time.ParseDuration(q.Get("guard_timeout")); err != nil || o.Timeout <= 0 {
-			return nil, fmt.Errorf("-replay: guard_timeout=%q: want a positive duration such as 300ms", q.Get("guard_timeout"))
-		}
-		q.Del("guard_timeout")
-		u.RawQuery = q.Encode()
-		where = u.String()
+	where, o, err := redisguard.SplitURL(where)
+	if err != nil {
+		return nil, fmt.Errorf("-replay: %w", err)
 	}
 	client, err := redis.NewClient(where)
 	if err != nil {

@@ -74,6 +74,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,24 @@ type Options struct {
 	// Logger receives warnings (fail open, lost records, an evicting
 	// Redis, background work dropped); nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// SplitURL takes the guard's own parameter, guard_timeout (a Go duration:
+// Options.Timeout), out of a Redis URL, and returns the URL left for the
+// client (stores/redis.NewClient reads it) and the options it set. A URL
+// without it comes back unchanged, with the zero Options.
+func SplitURL(raw string) (client string, o Options, err error) {
+	u, perr := url.Parse(raw)
+	if perr != nil || !u.Query().Has("guard_timeout") {
+		return raw, o, nil // NewClient says what is wrong with the URL
+	}
+	q := u.Query()
+	if o.Timeout, err = time.ParseDuration(q.Get("guard_timeout")); err != nil || o.Timeout <= 0 {
+		return "", Options{}, fmt.Errorf("guard_timeout=%q: want a positive duration such as 300ms", q.Get("guard_timeout"))
+	}
+	q.Del("guard_timeout")
+	u.RawQuery = q.Encode()
+	return u.String(), o, nil
 }
 
 // Intervals of the background work; variables for tests.

@@ -39,3 +39,25 @@ func TestSetLogger(t *testing.T) {
 		}
 	}
 }
+
+// TestLoggerBounded (a new user's trial): go-redis logs every failed
+// dial, and a client's retries add to them; through SetLogger at most a
+// line a second is written, the rest counted.
+func TestLoggerBounded(t *testing.T) {
+	var buf testkit.Buffer
+	redis.SetLogger(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { redis.SetLogger(nil) })
+	r := testservers.StartRedis(t)
+	s, err := stores.Default.Open(context.Background(), r.URL()+"?key="+newKey()+"&dialer_retries=1&max_retries=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stores.Close(s)
+	r.Stop()
+	for range 20 {
+		s.Read(context.Background())
+	}
+	if n := strings.Count(strings.TrimSpace(buf.String()), "\n") + 1; n > 3 {
+		t.Fatalf("20 failed reads wrote %d lines:\n%s", n, buf.String())
+	}
+}

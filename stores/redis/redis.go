@@ -347,7 +347,11 @@ func options(u *url.URL) (*goredis.UniversalOptions, error) {
 // runs as often as they like) and has a store writer's powers over the
 // keyset. Every address counts, the sentinels' included.
 func transport(u *url.URL, q url.Values, uo *goredis.UniversalOptions) error {
-	if f := q.Get("ca"); f != "" {
+	if q.Has("ca") {
+		f := q.Get("ca")
+		if f == "" {
+			return errors.New("ca= is empty: want the path of a PEM file")
+		}
 		if uo.TLSConfig == nil {
 			return errors.New("ca= is for rediss:// (TLS)")
 		}

@@ -59,6 +59,9 @@ func TestPlaintextRefused(t *testing.T) {
 	if _, err := redis.NewClient("redis://127.0.0.1:6379/0?ca=/x.pem"); err == nil || !strings.Contains(err.Error(), "rediss://") {
 		t.Errorf("ca= on redis://: %v", err)
 	}
+	if _, err := redis.NewClient("rediss://127.0.0.1:6379/0?ca="); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("an empty ca=: %v", err)
+	}
 	if _, err := redis.NewClient("redis://:hunter2@redis.internal:6379/0?insecure_plaintext=maybe"); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("insecure_plaintext=maybe: %v", err)
 	}
