@@ -54,3 +54,14 @@ func TestClusterFaults(t *testing.T) {
 		m.Stop()
 	}, func() { m.Start(); c.WaitOK() })
 }
+
+// TestClusterFailover: the replica of the master that holds the keyset
+// (and a third of the guard's buckets) is told CLUSTER FAILOVER, a
+// coordinated manual failover, mid-load.
+func TestClusterFailover(t *testing.T) {
+	c := testservers.StartRedisCluster(t)
+	key := newKey()
+	g := guardFor(t, c.URL("max_retries=-1&dialer_retries=1&dial_timeout=200ms&cluster_state_reload_interval=1s"))
+	r := faulttest.Start(t, c.URL("key="+key+"&wait_timeout=1s&cluster_state_reload_interval=1s"), "", faulttest.Loaders(), 30*time.Second)
+	r.Fault("cluster failover", g, faulttest.Warm(), func() { c.Failover(key, "") }, nil)
+}
