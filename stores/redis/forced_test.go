@@ -50,7 +50,7 @@ func TestClusterForcedFailover(t *testing.T) {
 		ws = append(ws, &tightWriter{s: s})
 	}
 	for _, mode := range []string{"FORCE", "TAKEOVER"} {
-		var acked, lost, refused int
+		var acked, lost, lossy, refused int
 		var blind time.Duration
 		for range rounds {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -68,6 +68,7 @@ func TestClusterForcedFailover(t *testing.T) {
 			waitAcks(t, ws, 20, "writes after the failover")
 			cancel()
 			wg.Wait()
+			before := lost
 			for i, w := range ws {
 				l := w.check(t)
 				if l > 0 {
@@ -78,9 +79,12 @@ func TestClusterForcedFailover(t *testing.T) {
 				refused += w.refused
 				blind = max(blind, w.gap)
 			}
+			if lost > before {
+				lossy++
+			}
 		}
-		t.Logf("CLUSTER FAILOVER %s, min_replicas=%s: %d failovers, writes acknowledged %d, lost %d, refused %d; longest time without an acknowledged write %v",
-			mode, minReplicas, rounds, acked, lost, refused, blind.Round(time.Millisecond))
+		t.Logf("CLUSTER FAILOVER %s, min_replicas=%s: %d failovers, writes acknowledged %d, lost %d (in %d failovers), refused %d; longest time without an acknowledged write %v",
+			mode, minReplicas, rounds, acked, lost, lossy, refused, blind.Round(time.Millisecond))
 	}
 }
 
