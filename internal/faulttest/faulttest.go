@@ -107,6 +107,9 @@ func (r *Run) rotate(ctx context.Context) bool {
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	res, err := rotation.Rotate(c, r.loc, nil, r.o)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		return false // the run ended, not the store: counting it would end the recovery there
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
