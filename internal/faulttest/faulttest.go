@@ -107,6 +107,9 @@ func (r *Run) rotate(ctx context.Context) bool {
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	res, err := rotation.Rotate(c, r.loc, nil, r.o)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		return false // the run ended, not the store: counting it would end the recovery there
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -302,18 +305,24 @@ func (r *Run) check(name string) Report {
 		finalVersion: ks.Version}
 	faultAt := r.faultAt
 	// Recovered: the first acknowledged write after the last failed one
-	// since the fault, once every loader installed it.
+	// since the fault, once every loader installed it (a version the
+	// next overtook before a loader read it does not count).
 	lastFail := faultAt
 	for _, at := range r.failedAt {
 		if at.After(lastFail) {
 			lastFail = at
 		}
 	}
+recovered:
 	for _, a := range r.acked {
 		if a.start.After(lastFail) || a.start.After(faultAt) && len(r.failedAt) == 0 {
 			var last time.Time
 			for _, m := range r.installs {
-				if at, ok := m[a.version]; ok && at.After(last) {
+				at, ok := m[a.version]
+				if !ok {
+					continue recovered
+				}
+				if at.After(last) {
 					last = at
 				}
 			}

@@ -25,6 +25,10 @@ const DefaultWaitTimeout = 2 * time.Second
 //
 // A primary with fewer than MinReplicas replicas connected refuses the
 // write before making it (stores.ErrNotDurable, "nothing was written").
+// In a Cluster, a write pinned by a stale slot map (MOVED, ASK,
+// CLUSTERDOWN, or a master that has become a replica in a failover) did
+// not run: the map is reloaded and the write tried once more.
+//
 // A write the replicas did not acknowledge within WaitTimeout is also
 // refused with stores.ErrNotDurable, but it was made on the primary: it
 // may survive or be lost in a failover, so read the store again before
@@ -37,14 +41,28 @@ func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, err
 	if len(data) > stores.MaxSize {
 		return "", stores.TooLarge(s.name, int64(len(data)))
 	}
-	next, err := s.write(ctx, data, rev)
-	if cc, ok := s.client.(*goredis.ClusterClient); ok && err != nil && moved(err) {
-		// The slot map was stale (a master died or slots moved): the
-		// script did not run. Reload it once and try again.
+	next, node, err := s.write(ctx, data, rev)
+	if cc, ok := s.client.(*goredis.ClusterClient); ok && err != nil && (moved(err) || errors.Is(err, errNotPrimary)) {
+		// The slot map was stale (a master died, slots moved, or the
+		// master became a replica in a failover): the script did not
+		// run. Reload it and try again, once.
 		cc.ReloadState(ctx)
-		next, err = s.write(ctx, data, rev)
+		waitNewMaster(ctx, cc, s.key, node)
+		next, _, err = s.write(ctx, data, rev)
 	}
 	return next, err
+}
+
+// waitNewMaster waits, up to a second, until the slot map names a
+// master for key other than node: go-redis reloads it in the background.
+func waitNewMaster(ctx context.Context, cc *goredis.ClusterClient, key, node string) {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if m, err := cc.MasterForKey(ctx, key); err == nil && m.Options().Addr != node {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func moved(err error) bool {
@@ -52,11 +70,18 @@ func moved(err error) bool {
 	return strings.Contains(msg, "MOVED ") || strings.Contains(msg, "ASK ") || strings.Contains(msg, "CLUSTERDOWN")
 }
 
-func (s *Store) write(ctx context.Context, data []byte, rev string) (string, error) {
-	cn, err := s.pinned(ctx)
+// write makes the write on a connection pinned to the key's primary,
+// and says which node that was (in a Cluster).
+func (s *Store) write(ctx context.Context, data []byte, rev string) (string, string, error) {
+	cn, node, err := s.pinned(ctx)
 	if err != nil {
-		return "", fmt.Errorf("%s: write: %w", s.name, err)
+		return "", "", fmt.Errorf("%s: write: %w", s.name, err)
 	}
+	next, err := s.durable(ctx, cn, data, rev)
+	return next, node, err
+}
+
+func (s *Store) durable(ctx context.Context, cn *goredis.Conn, data []byte, rev string) (string, error) {
 	defer cn.Close()
 	replicas, err := connectedReplicas(ctx, cn)
 	if err != nil {
@@ -84,19 +109,22 @@ func (s *Store) write(ctx context.Context, data []byte, rev string) (string, err
 
 // pinned returns one connection to the key's primary: WAIT counts the
 // replicas that acknowledged the writes of its own connection.
-func (s *Store) pinned(ctx context.Context) (*goredis.Conn, error) {
+func (s *Store) pinned(ctx context.Context) (*goredis.Conn, string, error) {
 	switch c := s.client.(type) {
 	case *goredis.ClusterClient:
 		m, err := c.MasterForKey(ctx, s.key)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return m.Conn(), nil
+		return m.Conn(), m.Options().Addr, nil
 	case *goredis.Client: // a single Redis, or a Sentinel failover client
-		return c.Conn(), nil
+		return c.Conn(), "", nil
 	}
-	return nil, fmt.Errorf("a %T cannot pin a connection to the primary, which WAIT needs: pass a *redis.Client, a failover client or a *redis.ClusterClient", s.client)
+	return nil, "", fmt.Errorf("a %T cannot pin a connection to the primary, which WAIT needs: pass a *redis.Client, a failover client or a *redis.ClusterClient", s.client)
 }
+
+// errNotPrimary: the connection a write was pinned to reached a replica.
+var errNotPrimary = errors.New("the node is not a primary (a failover under way?)")
 
 // connectedReplicas is the number of replicas ROLE lists on a primary.
 func connectedReplicas(ctx context.Context, cn *goredis.Conn) (int, error) {
@@ -105,7 +133,7 @@ func connectedReplicas(ctx context.Context, cn *goredis.Conn) (int, error) {
 		return 0, fmt.Errorf("ROLE: %w", err)
 	}
 	if len(role) < 3 || role[0] != "master" {
-		return 0, errors.New("the node is not a primary (a failover under way?)")
+		return 0, errNotPrimary
 	}
 	list, _ := role[2].([]any)
 	return len(list), nil

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/stateseal/stateseal/internal/faulttest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/stores"
+	"github.com/stateseal/stateseal/stores/redis"
 )
 
 // TestSentinelFaults: a SENTINEL FAILOVER, then a kill -9 of the
@@ -53,4 +56,37 @@ func TestClusterFaults(t *testing.T) {
 		m = c.MasterFor(key)
 		m.Stop()
 	}, func() { m.Start(); c.WaitOK() })
+}
+
+// TestClusterFailover: the replica of the master that holds the keyset
+// (and a third of the guard's buckets) is told CLUSTER FAILOVER, a
+// coordinated manual failover, mid-load.
+func TestClusterFailover(t *testing.T) {
+	c := testservers.StartRedisCluster(t)
+	key := newKey()
+	g := guardFor(t, c.URL("max_retries=-1&dialer_retries=1&dial_timeout=200ms&cluster_state_reload_interval=1s"))
+	r := faulttest.Start(t, c.URL("key="+key+"&wait_timeout=1s&cluster_state_reload_interval=1s"), "", faulttest.Loaders(), 30*time.Second)
+	r.Fault("cluster failover", g, faulttest.Warm(), func() { c.Failover(key, "") }, nil)
+
+	// A write through a slot map from before a failover (another shard's,
+	// go-redis's 60 s reload interval) is pinned to the old master, a
+	// replica by then: it must go to the new master, not fail.
+	other := newKey()
+	for c.MasterFor(other) == c.MasterFor(key) {
+		other = newKey()
+	}
+	cl, err := redis.NewClient(c.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	st := redis.New(cl, other, nil)
+	ctx := context.Background()
+	if _, _, err := st.Read(ctx); !errors.Is(err, stores.ErrNotFound) {
+		t.Fatalf("reading a new key: %v", err)
+	}
+	c.Failover(other, "")
+	if _, err := st.Write(ctx, []byte("after the failover"), ""); err != nil {
+		t.Fatalf("a write on the slot map from before the failover: %v", err)
+	}
 }
