@@ -415,7 +415,13 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 		return
 	}
 	g.SetStates(st)
-	log.Info("sealgate: keyset loaded; ready")
+	msg := "sealgate: keyset loaded; ready"
+	if j, ok := g.Principal.(*gateway.JWTPrincipal); ok {
+		if fetched, _ := j.JWKSState(); fetched.IsZero() {
+			msg = "sealgate: keyset loaded; not ready until the JWKS is fetched (/readyz retries it)" // as /readyz says
+		}
+	}
+	log.Info(msg)
 	if l != nil {
 		l.Run(ctx, c.Poll)
 	}
