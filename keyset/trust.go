@@ -54,7 +54,7 @@ func trustedKEKs(location string, o *LoadOptions) ([]string, error) {
 		return urls, nil
 	}
 	if stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
-		return nil, errors.New("keyset: a keyset in a store needs the KEK it is trusted under in the configuration (LoadOptions.KEK, sealctl --kek or $STATESEAL_KEK): the store is not trusted to name it")
+		return nil, errors.New("keyset: a keyset in a store needs the KEK it is trusted under in the configuration (LoadOptions.KEK; -kek for sealgate and the example server; sealctl --kek or $STATESEAL_KEK): the store is not trusted to name it")
 	}
 	return []string{DefaultFileKEK}, nil
 }
@@ -81,7 +81,7 @@ func matchKEK(name string, trusted []string, ids map[string]string) (string, err
 		}
 		names = append(names, redact.URL(id))
 	}
-	return "", fmt.Errorf("%w: the keyset names %s; this instance trusts %s (the KEK comes from configuration: LoadOptions.KEK or PreviousKEK, sealctl --kek or $STATESEAL_KEK; names are compared as written)", ErrUntrustedKEK, redact.URL(name), strings.Join(names, " and "))
+	return "", fmt.Errorf("%w: the keyset names %s; this instance trusts %s (the KEK comes from configuration: LoadOptions.KEK or PreviousKEK; -kek or -previous-kek for sealgate and the example server; sealctl --kek or $STATESEAL_KEK; names are compared as written)", ErrUntrustedKEK, redact.URL(name), strings.Join(names, " and "))
 }
 
 // kekIdentity is a KEK URL without its transport settings: the form a
