@@ -305,3 +305,59 @@ func TestCloneSlicesApart(t *testing.T) {
 		t.Fatal("an append to one of a clone's slices wrote another")
 	}
 }
+
+// TestSharedReencodedNotFresh: a running loader shares another loader's
+// result only for what the KMS answered within proofWindow or what it
+// holds itself. Loader B, refused by the KMS (the key disabled) for
+// version 2's new key, is not given it by loader A, which holds it: a
+// store writer writes version 2 again as other bytes (JSON whitespace is
+// not authenticated), A proves those from its own keys, no KMS asked,
+// and B must ask the KMS for the key it lacks, which refuses.
+func TestSharedReencodedNotFresh(t *testing.T) {
+	path, v1, kek := newKeysetFile(t, 1)
+	k := newRevocable()
+	o := LoadOptions{KEK: "local:kek", Backends: k.reg, Now: func() time.Time { return t0.Add(time.Hour) }}
+	a := &Loader{Path: path, Options: o}
+	b := &Loader{Path: path, Options: o}
+	for _, l := range []*Loader{a, b} {
+		testkit.Must(l.Load(ctx))
+		t.Cleanup(func() { l.Close() })
+	}
+	_, doc2 := edit(t, path, v1, kek) // one new key
+	testkit.Check(a.Reload(ctx))      // A asks the KMS for it; B has not loaded version 2
+
+	saved := proofWindow
+	proofWindow = 50 * time.Millisecond
+	t.Cleanup(func() { proofWindow = saved })
+	k.revoked.Store(true)
+	revoked := time.Now()
+	unwraps := k.unwraps.Load()
+	// Past the window: wait on the clock, the condition the rule is about.
+	testkit.WaitFor(t, "the proof window to pass", func() bool { return time.Since(revoked) > 2*proofWindow })
+	if err := b.Reload(ctx); err == nil || !strings.Contains(err.Error(), "key disabled") {
+		t.Fatalf("B, the KMS key disabled: %v", err)
+	}
+
+	doc2b := append(bytes.Replace(doc2, []byte("{"), []byte("{ "), 1), '\n')
+	testkit.Check(os.WriteFile(path, doc2b, 0o600))
+	testkit.Check(a.Reload(ctx)) // from A's own keys, no KMS call
+	if a.held != lookupDocument(sha256.Sum256(doc2b)) {
+		t.Fatal("A does not hold the re-encoded document")
+	}
+	if err := b.Reload(ctx); err == nil || !strings.Contains(err.Error(), "key disabled") {
+		t.Errorf("B loaded version 2 from A's keys, the KMS key disabled: %v", err)
+	}
+	if v := b.ring.Current().Version(); v != 1 {
+		t.Errorf("B serves version %d, want 1", v)
+	}
+	if n := k.unwraps.Load() - unwraps; n != 0 {
+		t.Errorf("the KMS answered %d unwraps while disabled", n)
+	}
+	// B asks for what it lacks (version 2's authentication key and new
+	// key), not for the key it holds, though A unwrapped that long ago.
+	k.revoked.Store(false)
+	testkit.Check(b.Reload(ctx))
+	if b.ring.Current().Version() != 2 || k.unwraps.Load()-unwraps != 2 {
+		t.Errorf("B at version %d after %d KMS calls, want 2 after 2", b.ring.Current().Version(), k.unwraps.Load()-unwraps)
+	}
+}
