@@ -36,7 +36,8 @@ import (
 // loader holds, and at most maxDocuments entries (beyond, a document is
 // parsed and checked for the loader that read it alone, as if nothing
 // were shared). What a KEK proved is kept by the KEK client that proved
-// it (kek.go): a KEK opened anew proves everything again.
+// it (kek.go), and dropped from every document when the last loader using
+// that client closes it: a KEK opened anew proves everything again.
 
 // maxDocuments bounds the table: distinct documents held at once by the
 // loaders of a process (one per keyset followed, two during a rotation).

@@ -361,3 +361,39 @@ func TestSharedReencodedNotFresh(t *testing.T) {
 		t.Errorf("B at version %d after %d KMS calls, want 2 after 2", b.ring.Current().Version(), k.unwraps.Load()-unwraps)
 	}
 }
+
+// TestSharedForgetsClosedKEKs: what a KEK client proved of a document is
+// dropped once the last loader using that client closes, though another
+// loader still holds the document: short-lived loads with a KEK client
+// of their own (keyset.Load with another backends registry, as an admin
+// check would call it) leave nothing behind, and the holder's own
+// results stay.
+func TestSharedForgetsClosedKEKs(t *testing.T) {
+	path, _, _ := newKeysetFile(t, 2)
+	o := LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }}
+	holder := &Loader{Path: path, Options: o}
+	testkit.Must(holder.Load(ctx))
+	defer holder.Close()
+	data := testkit.Must(os.ReadFile(path))
+	reg := &backends.Registry{}
+	reg.Register("local", func(ctx context.Context, u *url.URL, oo *backends.OpenOptions) (backends.KEK, error) {
+		return backends.Open(ctx, u.String(), oo)
+	})
+	o.Backends = reg
+	results := func() int {
+		d := lookupDocument(sha256.Sum256(data))
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.results)
+	}
+	before := results()
+	for range 50 {
+		testkit.Must2(Load(ctx, path, &o))
+	}
+	if after := results(); after != before {
+		t.Errorf("the held document keeps %d results after 50 loads with KEK clients since closed, had %d", after, before)
+	}
+	if _, proved := sharedDoc(t, data, holder.keks["local:kek"]); !proved {
+		t.Error("the holder's own results were dropped")
+	}
+}
