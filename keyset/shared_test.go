@@ -397,3 +397,72 @@ func TestSharedForgetsClosedKEKs(t *testing.T) {
 		t.Error("the holder's own results were dropped")
 	}
 }
+
+// TestSharedOnceOwnKeysNotShared: document.once gives a running loader
+// another loader's result only if it stands for it, whether that result
+// was kept or is that of a call in flight the loader joined: a result
+// made of keys the KMS answered long ago, which the other loader holds
+// and this one does not, makes this one compute its own (here, as its
+// fn would, from the KMS). The second loader joins the first one's
+// flight (without once's check of a joined flight's result, this fails
+// every run).
+func TestSharedOnceOwnKeysNotShared(t *testing.T) {
+	k := &sharedKEK{}
+	// Kept first: a result that stands for no one and counts the loaders
+	// that checked it, to tell when the second one is about to join.
+	checks := &checked{}
+	d := &document{results: map[resultKey]result{{stageKeys, k}: checks}}
+	ck := cacheKey{"ks-test", k, 1, "wrapped"}
+	m := []byte("material")
+	long := part{m, time.Now().Add(-time.Hour)}
+	held := map[cacheKey]part{ck: long}
+	theirs := &unwrapped{material: map[cacheKey]part{ck: long}}
+	entered, release := make(chan struct{}), make(chan struct{})
+	done := make(chan result, 1)
+	go func() { // the loader that holds the key, slow to finish
+		r, _ := d.once(ctx, stageKeys, k, held, false, func(context.Context) (result, error) {
+			close(entered)
+			<-release
+			return theirs, nil
+		})
+		done <- r
+	}()
+	<-entered
+	var asked atomic.Int64
+	mine := make(chan result, 1)
+	go func() { // a loader that lacks it: joins the flight or finds it kept
+		r, _ := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
+			asked.Add(1)
+			return &unwrapped{material: map[cacheKey]part{ck: {m, time.Now()}}}, nil
+		})
+		mine <- r
+	}()
+	// The holder checked it twice (before its flight and in it), then
+	// the other loader once, before it joins the flight.
+	testkit.WaitFor(t, "the second loader's check", func() bool { return checks.n.Load() == 3 })
+	close(release)
+	if r := <-done; r != theirs {
+		t.Fatal("the holder did not get its own result")
+	}
+	if r := <-mine; r == theirs || asked.Load() != 1 {
+		t.Fatalf("a loader lacking the key got the holder's result (asked the KMS %d times)", asked.Load())
+	}
+	// The newest is kept, and it stands for either loader now.
+	if r, _ := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
+		t.Fatal("computed again")
+		return nil, nil
+	}); r == theirs {
+		t.Fatal("the older result was kept")
+	}
+	if r, _ := d.once(ctx, stageKeys, k, held, false, nil); r == theirs {
+		t.Fatal("the holder was given the older result")
+	}
+	// And the holder's result still stands for the holder, past the window.
+	if !theirs.stands(held, time.Now()) || theirs.stands(nil, time.Now()) {
+		t.Fatal("stands")
+	}
+}
+
+type checked struct{ n atomic.Int64 }
+
+func (c *checked) stands(map[cacheKey]part, time.Time) bool { c.n.Add(1); return false }
