@@ -113,8 +113,9 @@ type unwrapped struct {
 	kms      time.Time // the last KMS answer here; zero if it was not asked
 }
 
-// stands checks the data keys only: the authentication key (id 0) is
-// the one the loader's own stageAuth result, which stood, already gave.
+// stands checks the data keys only: the authentication key (id 0, which
+// no data key has: validate refuses it) is the one the loader's own
+// stageAuth result, which stood, already gave.
 func (u *unwrapped) stands(prev map[cacheKey]part, now time.Time) bool {
 	for ck, p := range u.material {
 		if ck.id != 0 && !p.stands(ck, prev, now) {
