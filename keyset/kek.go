@@ -14,7 +14,8 @@ import (
 // by the very KEK each uses (shared.go). Once the last of them closes, the
 // KEK is closed, and the next loader opens it again: a KEK replaced behind
 // its URL (a new key file) is read by the first loader opened after every
-// loader that used the old one has closed.
+// loader that used the old one has closed, and what the old one proved is
+// dropped from every document (forgetKEK).
 
 // A kekKey is everything that decides what a KEK URL opens to besides
 // the environment: the URL with its transport settings, the registry
@@ -74,9 +75,31 @@ func (s *sharedKEK) release() error {
 	}
 	openKEKs.Unlock()
 	if last {
+		forgetKEK(s)
 		return closeKEK(s.kek)
 	}
 	return nil
+}
+
+// forgetKEK drops what s proved from every document of the table: no
+// loader uses s any more, and a KEK opened after it is another client
+// that proves everything again, so its results (key material, and s
+// itself) would only be kept alive by a document another loader holds.
+func forgetKEK(s *sharedKEK) {
+	documents.Lock()
+	var docs []*document
+	for _, w := range documents.m {
+		if d := w.Value(); d != nil {
+			docs = append(docs, d)
+		}
+	}
+	documents.Unlock()
+	for _, d := range docs {
+		d.mu.Lock()
+		delete(d.results, resultKey{stageAuth, s})
+		delete(d.results, resultKey{stageKeys, s})
+		d.mu.Unlock()
+	}
 }
 
 func closeKEK(k backends.KEK) error {

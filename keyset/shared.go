@@ -1,6 +1,7 @@
 package keyset
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -24,9 +25,10 @@ import (
 // the shared document read-only, and each loader gets its own copy of the
 // Keyset and its own snapshot of the keys. One loader's acceptance of a
 // document never stands in for another's checks. Nor does the KMS's
-// answer stand for long: what it answered for a document serves the
-// running loaders that load the same document within proofWindow (the
-// loaders told of one write), and a loader's first load asks it itself.
+// answer stand for long: a loader's first load asks it itself, and a
+// running loader takes another's result only for keys the KMS answered
+// within proofWindow (the loaders told of one write) or that it holds
+// itself (result): a loader's own keys are never a KMS answer for another.
 //
 // A document stays in the table while a loader holds it (the one it last
 // loaded) and until the collector finds none does: the table holds weak
@@ -34,7 +36,8 @@ import (
 // loader holds, and at most maxDocuments entries (beyond, a document is
 // parsed and checked for the loader that read it alone, as if nothing
 // were shared). What a KEK proved is kept by the KEK client that proved
-// it (kek.go): a KEK opened anew proves everything again.
+// it (kek.go), and dropped from every document when the last loader using
+// that client closes it: a KEK opened anew proves everything again.
 
 // maxDocuments bounds the table: distinct documents held at once by the
 // loaders of a process (one per keyset followed, two during a rotation).
@@ -47,7 +50,7 @@ type document struct {
 	ks  *Keyset // parsed and validated; read-only, never handed out
 
 	mu      sync.Mutex
-	results map[resultKey]proof // *verified or *unwrapped, successes only
+	results map[resultKey]result // successes only, the newest of each
 }
 
 // A stage is one step of loading that is shared: the authentication key
@@ -94,7 +97,7 @@ func parseShared(data []byte) (*document, error) {
 		if err != nil {
 			return nil, err
 		}
-		d := &document{sum: sum, ks: ks, results: map[resultKey]proof{}}
+		d := &document{sum: sum, ks: ks, results: map[resultKey]result{}}
 		keepDocument(d)
 		return d, nil
 	})
@@ -148,46 +151,85 @@ func forgetDocument(sum [sha256.Size]byte) {
 // by every loader within seconds, not trusted from memory.
 var proofWindow = 5 * time.Second
 
-// A proof is a stage's result and when it was made.
-type proof struct {
-	v  any
+// A result is a stage's result: a *verified or an *unwrapped. It stands
+// for a running loader whose own previous material is prev if every part
+// of it (the authentication key; each data key's material) was answered
+// by the KMS within proofWindow of now, or is in prev, the same bytes:
+// what the loader holds itself needs no KMS answer to load again, and
+// what it does not hold it gets only from a recent one. A part a loader
+// took from its own material keeps the time the KMS answered it, never
+// the time it was taken, so a result made from a loader's own keys (a
+// document re-encoded, a forced Reload) is no fresh answer for another.
+type result interface {
+	stands(prev map[cacheKey]part, now time.Time) bool
+}
+
+// A part is a key's material and when the KMS answered it.
+type part struct {
+	m  []byte
 	at time.Time
 }
 
+// stands reports whether p, the material of ck, counts as a KMS answer
+// for a loader whose own material is prev.
+func (p part) stands(ck cacheKey, prev map[cacheKey]part, now time.Time) bool {
+	if now.Sub(p.at) < proofWindow {
+		return true
+	}
+	q, ok := prev[ck]
+	return ok && bytes.Equal(q.m, p.m)
+}
+
 // once returns the result of the stage for k, computing it with fn unless
-// a loader of this process did within proofWindow: fn runs once however
-// many ask at once, and only a success is kept. A fresh loader (its
-// first load: a new instance) reuses nothing kept: it asks the KMS, as a
-// new instance in another process would, and shares only a call in
-// flight (as unwrapShared does). fn's result must not be written after:
-// every loader reads it.
-func (d *document) once(ctx context.Context, s stage, k *sharedKEK, fresh bool, fn func(context.Context) (any, error)) (any, error) {
+// a loader of this process did and it stands for this one (result, with
+// prev the loader's own material): fn runs once however many ask at
+// once, and the newest success is kept. A loader that joins a call in
+// flight checks its result as it would a kept one, and computes its own
+// if it does not stand (fn uses the caller's own material). A fresh
+// loader (its first load: a new instance) reuses nothing kept: it asks
+// the KMS, as a new instance in another process would, and shares only a
+// call in flight of fresh loaders, which ask the KMS for everything (as
+// unwrapShared does). fn's result must not be written after: every
+// loader reads it.
+func (d *document) once(ctx context.Context, s stage, k *sharedKEK, prev map[cacheKey]part, fresh bool, fn func(context.Context) (result, error)) (result, error) {
 	rk := resultKey{s, k}
-	recent := func() (any, bool) {
+	recent := func() (result, bool) {
 		d.mu.Lock()
-		defer d.mu.Unlock()
-		p, ok := d.results[rk]
-		return p.v, ok && time.Since(p.at) < proofWindow
+		r, ok := d.results[rk]
+		d.mu.Unlock()
+		return r, ok && r.stands(prev, time.Now())
 	}
 	if !fresh {
-		if v, ok := recent(); ok {
-			return v, nil
+		if r, ok := recent(); ok {
+			return r, nil
 		}
 	}
-	v, err, _ := shared.Do(fmt.Sprintf("%d %x %p %t", s, d.sum, k, fresh), func() (any, error) {
-		if !fresh {
-			if v, ok := recent(); ok {
-				return v, nil
-			}
-		}
-		v, err := fn(ctx)
+	compute := func() (result, error) {
+		r, err := fn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		d.mu.Lock()
-		d.results[rk] = proof{v, time.Now()}
+		d.results[rk] = r
 		d.mu.Unlock()
-		return v, nil
+		return r, nil
+	}
+	ran := false // this caller ran the flight: its result is its own
+	v, err, _ := shared.Do(fmt.Sprintf("%d %x %p %t", s, d.sum, k, fresh), func() (any, error) {
+		ran = true
+		if !fresh {
+			if r, ok := recent(); ok {
+				return r, nil
+			}
+		}
+		return compute()
 	})
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	r := v.(result)
+	if !ran && !fresh && !r.stands(prev, time.Now()) {
+		return compute() // another loader's, made of keys this one lacks
+	}
+	return r, nil
 }

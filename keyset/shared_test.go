@@ -305,3 +305,164 @@ func TestCloneSlicesApart(t *testing.T) {
 		t.Fatal("an append to one of a clone's slices wrote another")
 	}
 }
+
+// TestSharedReencodedNotFresh: a running loader shares another loader's
+// result only for what the KMS answered within proofWindow or what it
+// holds itself. Loader B, refused by the KMS (the key disabled) for
+// version 2's new key, is not given it by loader A, which holds it: a
+// store writer writes version 2 again as other bytes (JSON whitespace is
+// not authenticated), A proves those from its own keys, no KMS asked,
+// and B must ask the KMS for the key it lacks, which refuses.
+func TestSharedReencodedNotFresh(t *testing.T) {
+	path, v1, kek := newKeysetFile(t, 1)
+	k := newRevocable()
+	o := LoadOptions{KEK: "local:kek", Backends: k.reg, Now: func() time.Time { return t0.Add(time.Hour) }}
+	a := &Loader{Path: path, Options: o}
+	b := &Loader{Path: path, Options: o}
+	for _, l := range []*Loader{a, b} {
+		testkit.Must(l.Load(ctx))
+		t.Cleanup(func() { l.Close() })
+	}
+	_, doc2 := edit(t, path, v1, kek) // one new key
+	testkit.Check(a.Reload(ctx))      // A asks the KMS for it; B has not loaded version 2
+
+	saved := proofWindow
+	proofWindow = 50 * time.Millisecond
+	t.Cleanup(func() { proofWindow = saved })
+	k.revoked.Store(true)
+	revoked := time.Now()
+	unwraps := k.unwraps.Load()
+	// Past the window: wait on the clock, the condition the rule is about.
+	testkit.WaitFor(t, "the proof window to pass", func() bool { return time.Since(revoked) > 2*proofWindow })
+	if err := b.Reload(ctx); err == nil || !strings.Contains(err.Error(), "key disabled") {
+		t.Fatalf("B, the KMS key disabled: %v", err)
+	}
+
+	doc2b := append(bytes.Replace(doc2, []byte("{"), []byte("{ "), 1), '\n')
+	testkit.Check(os.WriteFile(path, doc2b, 0o600))
+	testkit.Check(a.Reload(ctx)) // from A's own keys, no KMS call
+	if a.held != lookupDocument(sha256.Sum256(doc2b)) {
+		t.Fatal("A does not hold the re-encoded document")
+	}
+	if err := b.Reload(ctx); err == nil || !strings.Contains(err.Error(), "key disabled") {
+		t.Errorf("B loaded version 2 from A's keys, the KMS key disabled: %v", err)
+	}
+	if v := b.ring.Current().Version(); v != 1 {
+		t.Errorf("B serves version %d, want 1", v)
+	}
+	if n := k.unwraps.Load() - unwraps; n != 0 {
+		t.Errorf("the KMS answered %d unwraps while disabled", n)
+	}
+	// B asks for what it lacks (version 2's authentication key and new
+	// key), not for the key it holds, though A unwrapped that long ago.
+	k.revoked.Store(false)
+	testkit.Check(b.Reload(ctx))
+	if b.ring.Current().Version() != 2 || k.unwraps.Load()-unwraps != 2 {
+		t.Errorf("B at version %d after %d KMS calls, want 2 after 2", b.ring.Current().Version(), k.unwraps.Load()-unwraps)
+	}
+}
+
+// TestSharedForgetsClosedKEKs: what a KEK client proved of a document is
+// dropped once the last loader using that client closes, though another
+// loader still holds the document: short-lived loads with a KEK client
+// of their own (keyset.Load with another backends registry, as an admin
+// check would call it) leave nothing behind, and the holder's own
+// results stay.
+func TestSharedForgetsClosedKEKs(t *testing.T) {
+	path, _, _ := newKeysetFile(t, 2)
+	o := LoadOptions{KEK: "local:kek", Now: func() time.Time { return t0.Add(time.Hour) }}
+	holder := &Loader{Path: path, Options: o}
+	testkit.Must(holder.Load(ctx))
+	defer holder.Close()
+	data := testkit.Must(os.ReadFile(path))
+	reg := &backends.Registry{}
+	reg.Register("local", func(ctx context.Context, u *url.URL, oo *backends.OpenOptions) (backends.KEK, error) {
+		return backends.Open(ctx, u.String(), oo)
+	})
+	o.Backends = reg
+	results := func() int {
+		d := lookupDocument(sha256.Sum256(data))
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.results)
+	}
+	before := results()
+	for range 50 {
+		testkit.Must2(Load(ctx, path, &o))
+	}
+	if after := results(); after != before {
+		t.Errorf("the held document keeps %d results after 50 loads with KEK clients since closed, had %d", after, before)
+	}
+	if _, proved := sharedDoc(t, data, holder.keks["local:kek"]); !proved {
+		t.Error("the holder's own results were dropped")
+	}
+}
+
+// TestSharedOnceOwnKeysNotShared: document.once gives a running loader
+// another loader's result only if it stands for it, whether that result
+// was kept or is that of a call in flight the loader joined: a result
+// made of keys the KMS answered long ago, which the other loader holds
+// and this one does not, makes this one compute its own (here, as its
+// fn would, from the KMS). The second loader joins the first one's
+// flight (without once's check of a joined flight's result, this fails
+// every run).
+func TestSharedOnceOwnKeysNotShared(t *testing.T) {
+	k := &sharedKEK{}
+	// Kept first: a result that stands for no one and counts the loaders
+	// that checked it, to tell when the second one is about to join.
+	checks := &checked{}
+	d := &document{results: map[resultKey]result{{stageKeys, k}: checks}}
+	ck := cacheKey{"ks-test", k, 1, "wrapped"}
+	m := []byte("material")
+	long := part{m, time.Now().Add(-time.Hour)}
+	held := map[cacheKey]part{ck: long}
+	theirs := &unwrapped{material: map[cacheKey]part{ck: long}}
+	entered, release := make(chan struct{}), make(chan struct{})
+	done := make(chan result, 1)
+	go func() { // the loader that holds the key, slow to finish
+		r, _ := d.once(ctx, stageKeys, k, held, false, func(context.Context) (result, error) {
+			close(entered)
+			<-release
+			return theirs, nil
+		})
+		done <- r
+	}()
+	<-entered
+	var asked atomic.Int64
+	mine := make(chan result, 1)
+	go func() { // a loader that lacks it: joins the flight or finds it kept
+		r, _ := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
+			asked.Add(1)
+			return &unwrapped{material: map[cacheKey]part{ck: {m, time.Now()}}}, nil
+		})
+		mine <- r
+	}()
+	// The holder checked it twice (before its flight and in it), then
+	// the other loader once, before it joins the flight.
+	testkit.WaitFor(t, "the second loader's check", func() bool { return checks.n.Load() == 3 })
+	close(release)
+	if r := <-done; r != theirs {
+		t.Fatal("the holder did not get its own result")
+	}
+	if r := <-mine; r == theirs || asked.Load() != 1 {
+		t.Fatalf("a loader lacking the key got the holder's result (asked the KMS %d times)", asked.Load())
+	}
+	// The newest is kept, and it stands for either loader now.
+	if r, _ := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
+		t.Fatal("computed again")
+		return nil, nil
+	}); r == theirs {
+		t.Fatal("the older result was kept")
+	}
+	if r, _ := d.once(ctx, stageKeys, k, held, false, nil); r == theirs {
+		t.Fatal("the holder was given the older result")
+	}
+	// And the holder's result still stands for the holder, past the window.
+	if !theirs.stands(held, time.Now()) || theirs.stands(nil, time.Now()) {
+		t.Fatal("stands")
+	}
+}
+
+type checked struct{ n atomic.Int64 }
+
+func (c *checked) stands(map[cacheKey]part, time.Time) bool { c.n.Add(1); return false }

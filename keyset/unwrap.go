@@ -42,7 +42,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	}
 	prev := l.material(kk)
 	fresh := l.ring == nil // a first load proves everything with the KMS itself
-	a, err := doc.once(ctx, stageAuth, kk, fresh, func(ctx context.Context) (any, error) {
+	a, err := doc.once(ctx, stageAuth, kk, prev, fresh, func(ctx context.Context) (result, error) {
 		return verifyShared(ctx, ks, kk, prev)
 	})
 	if err != nil {
@@ -57,7 +57,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 	if err := l.follows(ks); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
 	}
-	v, err := doc.once(ctx, stageKeys, kk, fresh, func(ctx context.Context) (any, error) {
+	v, err := doc.once(ctx, stageKeys, kk, prev, fresh, func(ctx context.Context) (result, error) {
 		return unwrapKeys(ctx, ks, kk, auth, prev)
 	})
 	if err != nil {
@@ -76,14 +76,15 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 
 // material returns the unwrapped material of the document this loader
 // holds, under k: a key whose wrapped bytes did not change costs no KMS
-// call to load again. Read only.
-func (l *Loader) material(k *sharedKEK) map[cacheKey][]byte {
+// call to load again, and a result of another loader's made of it stands
+// for this one (result). Read only.
+func (l *Loader) material(k *sharedKEK) map[cacheKey]part {
 	if l.held == nil {
 		return nil
 	}
 	l.held.mu.Lock()
 	defer l.held.mu.Unlock()
-	if u, ok := l.held.results[resultKey{stageKeys, k}].v.(*unwrapped); ok {
+	if u, ok := l.held.results[resultKey{stageKeys, k}].(*unwrapped); ok {
 		return u.material
 	}
 	return nil
@@ -93,8 +94,13 @@ func (l *Loader) material(k *sharedKEK) map[cacheKey][]byte {
 // authentication key, unwrapped. Read only: every loader of the document
 // reads it.
 type verified struct {
-	key []byte
-	kms time.Time // when the KMS answered for it; zero if it was not asked
+	ck  cacheKey
+	key part      // its at: when the KMS answered for it, here or for prev
+	kms time.Time // when the KMS answered for it here; zero if it was not asked
+}
+
+func (v *verified) stands(prev map[cacheKey]part, now time.Time) bool {
+	return v.key.stands(v.ck, prev, now)
 }
 
 // unwrapped is a document's keys that may open tokens, as a snapshot
@@ -103,24 +109,36 @@ type verified struct {
 // only, like verified.
 type unwrapped struct {
 	snap     *keyring.Snapshot
-	material map[cacheKey][]byte
-	kms      time.Time
+	material map[cacheKey]part
+	kms      time.Time // the last KMS answer here; zero if it was not asked
+}
+
+// stands checks the data keys only: the authentication key (id 0, which
+// no data key has: validate refuses it) is the one the loader's own
+// stageAuth result, which stood, already gave.
+func (u *unwrapped) stands(prev map[cacheKey]part, now time.Time) bool {
+	for ck, p := range u.material {
+		if ck.id != 0 && !p.stands(ck, prev, now) {
+			return false
+		}
+	}
+	return true
 }
 
 // verifyShared unwraps ks's authentication key (from prev if its
 // wrapped bytes are unchanged) and checks the tag with it.
-func verifyShared(ctx context.Context, ks *Keyset, kk *sharedKEK, prev map[cacheKey][]byte) (*verified, error) {
-	v := &verified{}
-	ak := cacheKey{ks.ID, kk, 0, string(ks.Auth.Wrapped)}
+func verifyShared(ctx context.Context, ks *Keyset, kk *sharedKEK, prev map[cacheKey]part) (*verified, error) {
+	v := &verified{ck: cacheKey{ks.ID, kk, 0, string(ks.Auth.Wrapped)}}
 	var ok bool
-	if v.key, ok = prev[ak]; !ok {
-		var err error
-		if v.key, err = unwrapShared(ctx, ak, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kk.kek) }); err != nil {
+	if v.key, ok = prev[v.ck]; !ok {
+		m, err := unwrapShared(ctx, v.ck, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kk.kek) })
+		if err != nil {
 			return nil, transient(err)
 		}
 		v.kms = time.Now()
+		v.key = part{m, v.kms}
 	}
-	if err := ks.verifyWith(keysetjson.Format, v.key); err != nil {
+	if err := ks.verifyWith(keysetjson.Format, v.key.m); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -128,18 +146,17 @@ func verifyShared(ctx context.Context, ks *Keyset, kk *sharedKEK, prev map[cache
 
 // unwrapKeys unwraps every key of ks that may open tokens (from prev
 // where its wrapped bytes are unchanged) and imports it.
-func unwrapKeys(ctx context.Context, ks *Keyset, kk *sharedKEK, auth *verified, prev map[cacheKey][]byte) (*unwrapped, error) {
-	u := &unwrapped{material: map[cacheKey][]byte{{ks.ID, kk, 0, string(ks.Auth.Wrapped)}: auth.key}}
+func unwrapKeys(ctx context.Context, ks *Keyset, kk *sharedKEK, auth *verified, prev map[cacheKey]part) (*unwrapped, error) {
+	u := &unwrapped{material: map[cacheKey]part{auth.ck: auth.key}}
 	var keys []keyring.Key
 	for _, sk := range ks.Keys {
 		if sk.State == keyring.Retired {
 			continue
 		}
 		ck := cacheKey{ks.ID, kk, sk.ID, string(sk.Wrapped)}
-		m, ok := prev[ck]
+		p, ok := prev[ck] // keeps the time the KMS answered it
 		if !ok {
-			var err error
-			m, err = unwrapShared(ctx, ck, func() ([]byte, error) {
+			m, err := unwrapShared(ctx, ck, func() ([]byte, error) {
 				k, err := ks.UnwrapKey(ctx, kk.kek, sk)
 				return keymaterial.Of(&k), err
 			})
@@ -147,9 +164,10 @@ func unwrapKeys(ctx context.Context, ks *Keyset, kk *sharedKEK, auth *verified, 
 				return nil, transient(err)
 			}
 			u.kms = time.Now()
+			p = part{m, u.kms}
 		}
-		u.material[ck] = m
-		k, err := keyring.ImportKey(sk.ID, sk.Algorithm, sk.State, sk.Created, sk.Activation, m)
+		u.material[ck] = p
+		k, err := keyring.ImportKey(sk.ID, sk.Algorithm, sk.State, sk.Created, sk.Activation, p.m)
 		if err != nil {
 			return nil, fmt.Errorf("keyset: keyset %s: %w", ks.ID, err)
 		}
