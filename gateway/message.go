@@ -429,7 +429,14 @@ func countFolded(b []byte, q byte, max int) int {
 }
 
 // foldedAround reports whether the letters before b[i] spell before
-// backwards and those after it after, case folded, skipping '_' and '-'.
+// backwards and those after it after, case folded, skipping '_' and '-',
+// and the string around them holds nothing else: a quote on each side,
+// past any '_' and '-'. A member name that folds to requeststate is
+// exactly that between its quotes (an escape in it is caught by
+// hasState's test for \u; no other escape folds away), while a longer
+// string that contains the letters (a tool named
+// test_input_required_result_request_state) is not a name any parser
+// reads as requestState, and needs no parse.
 func foldedAround(b []byte, i int, before, after string) bool {
 	k := i - 1
 	for j := 0; j < len(before); j++ {
@@ -441,6 +448,12 @@ func foldedAround(b []byte, i int, before, after string) bool {
 		}
 		k--
 	}
+	for k >= 0 && (b[k] == '_' || b[k] == '-') {
+		k--
+	}
+	if k < 0 || b[k] != '"' {
+		return false
+	}
 	k = i + 1
 	for j := 0; j < len(after); j++ {
 		for k < len(b) && (b[k] == '_' || b[k] == '-') {
@@ -451,7 +464,10 @@ func foldedAround(b []byte, i int, before, after string) bool {
 		}
 		k++
 	}
-	return true
+	for k < len(b) && (b[k] == '_' || b[k] == '-') {
+		k++
+	}
+	return k < len(b) && b[k] == '"'
 }
 
 // onlyResultState reports, without a second reading of raw, that the one

@@ -77,3 +77,29 @@ func TestStrayState(t *testing.T) {
 		}
 	}
 }
+
+// TestHasStateBoundaries: the byte test finds every member name a
+// parser reads as requestState (any case, '_' and '-' anywhere, an
+// escape, ſ), and no longer passes over a string that merely contains the
+// letters, such as a tool name: a request naming it took the parse path
+// for nothing, which cost the gateway's p50 under load.
+func TestHasStateBoundaries(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"requestState":"x"}`:                                true,
+		`{"request_state":"x"}`:                               true,
+		`{"__Request-STATE__":"x"}`:                           true,
+		`{"r_e_q_u_e_s_t_s_t_a_t_e":1}`:                       true,
+		`{"\u0072equestState":"x"}`:                           true,
+		`{"requeſtState":"x"}`:                                true,
+		`{"a":{"b":["requestState"]}}`:                        true, // a value spelled so: a parse, harmlessly
+		`{"name":"test_input_required_result_request_state"}`: false,
+		`{"requestStates":1}`:                                 false,
+		`{"myrequestState":1}`:                                false,
+		`{"request state":1}`:                                 false,
+		`{"name":"x-requestState"}`:                           false,
+	} {
+		if got := hasState([]byte(body)); got != want {
+			t.Errorf("hasState(%s) = %v, want %v", body, got, want)
+		}
+	}
+}
