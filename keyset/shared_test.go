@@ -420,21 +420,27 @@ func TestSharedOnceOwnKeysNotShared(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	done := make(chan result, 1)
 	go func() { // the loader that holds the key, slow to finish
-		r, _ := d.once(ctx, stageKeys, k, held, false, func(context.Context) (result, error) {
+		r, err := d.once(ctx, stageKeys, k, held, false, func(context.Context) (result, error) {
 			close(entered)
 			<-release
 			return theirs, nil
 		})
+		if err != nil {
+			t.Error(err)
+		}
 		done <- r
 	}()
 	<-entered
 	var asked atomic.Int64
 	mine := make(chan result, 1)
 	go func() { // a loader that lacks it: joins the flight or finds it kept
-		r, _ := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
+		r, err := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
 			asked.Add(1)
 			return &unwrapped{material: map[cacheKey]part{ck: {m, time.Now()}}}, nil
 		})
+		if err != nil {
+			t.Error(err)
+		}
 		mine <- r
 	}()
 	// The holder checked it twice (before its flight and in it), then
@@ -448,14 +454,14 @@ func TestSharedOnceOwnKeysNotShared(t *testing.T) {
 		t.Fatalf("a loader lacking the key got the holder's result (asked the KMS %d times)", asked.Load())
 	}
 	// The newest is kept, and it stands for either loader now.
-	if r, _ := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
+	if r, err := d.once(ctx, stageKeys, k, nil, false, func(context.Context) (result, error) {
 		t.Fatal("computed again")
 		return nil, nil
-	}); r == theirs {
-		t.Fatal("the older result was kept")
+	}); err != nil || r == theirs {
+		t.Fatalf("the older result was kept (%v)", err)
 	}
-	if r, _ := d.once(ctx, stageKeys, k, held, false, nil); r == theirs {
-		t.Fatal("the holder was given the older result")
+	if r, err := d.once(ctx, stageKeys, k, held, false, nil); err != nil || r == theirs {
+		t.Fatalf("the holder was given the older result (%v)", err)
 	}
 	// And the holder's result still stands for the holder, past the window.
 	if !theirs.stands(held, time.Now()) || theirs.stands(nil, time.Now()) {

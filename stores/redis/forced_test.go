@@ -126,7 +126,10 @@ func (w *tightWriter) count(after bool) int {
 }
 
 func (w *tightWriter) run(ctx context.Context) {
-	_, rev, _ := w.s.Read(ctx)
+	_, rev, err := w.s.Read(ctx)
+	if err != nil {
+		rev = "" // the first write then conflicts, and reads again
+	}
 	fromAck := false
 	for ctx.Err() == nil {
 		w.mu.Lock()
@@ -158,7 +161,9 @@ func (w *tightWriter) run(ctx context.Context) {
 		w.mu.Unlock()
 		fromAck = false
 		c, cancel = context.WithTimeout(context.Background(), 3*time.Second)
-		_, rev, _ = w.s.Read(c)
+		if _, rev, err = w.s.Read(c); err != nil {
+			rev = "" // a failover: the next write conflicts, and reads again
+		}
 		cancel()
 	}
 }
@@ -173,7 +178,9 @@ func (w *tightWriter) check(t *testing.T) int {
 	}
 	var round string
 	var n int
-	fmt.Sscanf(string(doc), "%s %d", &round, &n)
+	if _, err := fmt.Sscanf(string(doc), "%s %d", &round, &n); err != nil {
+		t.Fatalf("the store holds %q: %v", doc, err)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	lost := w.conflict

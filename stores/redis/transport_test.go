@@ -33,7 +33,7 @@ func TestPlaintextRefused(t *testing.T) {
 	for _, raw := range []string{
 		"redis://:hunter2@redis.internal:6379/0?key=k",
 		"redis://:hunter2@10.0.0.7:6379/0?key=k",
-		"redis://:hunter2@127.0.0.1:6379/0?key=k&addr=10.0.0.8:6379",                // a Cluster node
+		"redis://:hunter2@127.0.0.1:6379/0?key=k&addr=10.0.0.8:6379",              // a Cluster node
 		"redis://:hunter2@127.0.0.1:26379/0?key=k&master=m&addr=sentinel-2:26379", // a sentinel
 	} {
 		_, err := stores.Open(ctx, raw)
