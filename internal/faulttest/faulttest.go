@@ -387,6 +387,13 @@ recovered:
 			t.Logf("%s: write error: %v", name, err)
 		}
 	}
+	seen := map[string]bool{}
+	for _, err := range r.loadErrs {
+		if msg := err.Error(); !seen[msg] && len(seen) < 3 {
+			seen[msg] = true
+			t.Logf("%s: loader error: %v", name, err)
+		}
+	}
 	return rep
 }
 

@@ -131,7 +131,16 @@ func (s *RedisSentinel) waitReady(primary string) {
 				return false
 			}
 		}
-		return true
+		// And the primary sees them: a write with min_replicas counts
+		// the replicas ROLE lists there, which lags the replica's link.
+		pc := goredis.NewClient(&goredis.Options{Addr: primary, MaxRetries: -1})
+		defer pc.Close()
+		role, err := pc.Do(context.Background(), "ROLE").Slice()
+		if err != nil || len(role) < 3 {
+			return false
+		}
+		list, _ := role[2].([]any)
+		return len(list) == len(s.Nodes)-1
 	})
 }
 

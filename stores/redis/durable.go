@@ -94,16 +94,20 @@ func (s *Store) durable(ctx context.Context, cn *goredis.Conn, data []byte, rev 
 	if err != nil {
 		return "", s.failed("write", err)
 	}
-	if replicas == 0 {
-		return next, nil
+	if replicas > 0 {
+		acked, err := cn.Wait(ctx, replicas, s.waitTimeout).Result()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w: the write was made on the primary but WAIT failed (%v): it may be lost in a failover; read the keyset again", s.name, stores.ErrNotDurable, err)
+		}
+		if int(acked) < replicas {
+			return "", fmt.Errorf("%s: %w: the write was made on the primary but %d of its %d replicas acknowledged it within %v (wait_timeout): it may be lost in a failover; read the keyset again", s.name, stores.ErrNotDurable, acked, replicas, s.waitTimeout)
+		}
 	}
-	acked, err := cn.Wait(ctx, replicas, s.waitTimeout).Result()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w: the write was made on the primary but WAIT failed (%v): it may be lost in a failover; read the keyset again", s.name, stores.ErrNotDurable, err)
-	}
-	if int(acked) < replicas {
-		return "", fmt.Errorf("%s: %w: the write was made on the primary but %d of its %d replicas acknowledged it within %v (wait_timeout): it may be lost in a failover; read the keyset again", s.name, stores.ErrNotDurable, acked, replicas, s.waitTimeout)
-	}
+	// Announced only now: loaders told of a write the replicas did not
+	// take could install a version a failover then loses (a fork).
+	// Should the announcement fail, loaders find the write at their poll.
+	counter, _, _ := strings.Cut(next, ":")
+	cn.Publish(ctx, s.Channel(), counter)
 	return next, nil
 }
 

@@ -47,9 +47,13 @@
 // write counter ("rev"). The store's revision is derived from both: the
 // counter and the SHA-1 of the document, "N:SHA1HEX", computed inside
 // Redis by a Lua script (redis.sha1hex). A write is one Lua script that
-// compares that revision, writes, increments the counter and publishes
-// on the channel NAME + ":changed", atomically, so a writer that lost a
-// race gets stores.ErrConflict from any host. A loader subscribes to the
+// compares that revision, writes and increments the counter, atomically,
+// so a writer that lost a race gets stores.ErrConflict from any host;
+// once the write is durable (WAIT, above) it is announced on the channel
+// NAME + ":changed". A write the replicas did not take is not announced:
+// loaders told of it could install a version a failover then loses, and
+// be left on a fork (they find it at their poll if it survives). A
+// loader subscribes to the
 // channel (a rotation reaches every instance in milliseconds) and keeps
 // polling Revision, which transfers about fifty bytes, in case the
 // subscription drops. Because the revision hashes the document, a change
@@ -422,7 +426,8 @@ if not doc then return '' end
 return revision(doc)
 `)
 
-// cas compares the revision, writes, counts and announces, in one step.
+// cas compares the revision, writes and counts, in one step; Write
+// announces the write once it is durable.
 // Its bound check keeps it from hashing a huge planted document.
 var cas = goredis.NewScript(prelude + `
 local doc = redis.call('HGET', KEYS[1], 'doc')
@@ -433,7 +438,6 @@ if cur ~= ARGV[3] then
 end
 local next = tostring((tonumber(redis.call('HGET', KEYS[1], 'rev')) or 0) + 1)
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'rev', next)
-redis.call('PUBLISH', ARGV[4], next)
 return next .. ':' .. redis.sha1hex(ARGV[2])
 `)
 
