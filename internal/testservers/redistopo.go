@@ -2,6 +2,7 @@ package testservers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -200,10 +201,32 @@ func linkUp(n *Redis) bool {
 func startRedisArgs(t testing.TB, args ...string) *Redis {
 	t.Helper()
 	bin := findBinary(t, RedisBinary)
-	port := FreePort(t)
-	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}, args...)
-	return &Redis{Process: start(t, "redis", bin, port, nil, args...)}
+	dir := t.TempDir()
+	for attempt := 1; ; attempt++ {
+		// The ports are chosen free, but another test's server may take
+		// one before this one binds it: then new ports, a few times.
+		port := FreePort(t)
+		full := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", dir}, args...)
+		for i := range full {
+			if full[i] == "--cluster-port" && i+1 < len(full) {
+				full[i+1] = strconv.Itoa(FreePort(t))
+			}
+		}
+		log, err := os.CreateTemp(t.TempDir(), "redis-*.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &Process{t: t, name: "redis", path: bin, args: full, Port: port, log: log}
+		err = p.tryStart()
+		if err == nil {
+			t.Cleanup(p.Stop)
+			return &Redis{Process: p}
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+	}
 }
 
 // A RedisCluster is three masters with one replica each, on loopback.

@@ -9,6 +9,8 @@
 package testservers
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -100,12 +102,24 @@ func start(t testing.TB, name, path string, port int, env []string, args ...stri
 // accepts connections.
 func (p *Process) Start() {
 	p.t.Helper()
+	if err := p.tryStart(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// errPortTaken is a process that could not bind a port chosen free a
+// moment before: another test's server took it meanwhile.
+var errPortTaken = errors.New("a port was taken before the server bound it")
+
+// tryStart is Start, returning errPortTaken (the process stopped) when
+// the server says a port it was given is in use.
+func (p *Process) tryStart() error {
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("starting %s: %v", p.name, err)
+		return fmt.Errorf("starting %s: %v", p.name, err)
 	}
 	p.cmd = cmd
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port))
@@ -114,11 +128,15 @@ func (p *Process) Start() {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return
+			return nil
+		}
+		out, _ := os.ReadFile(p.log.Name())
+		if bytes.Contains(out, []byte("Address already in use")) {
+			p.Stop()
+			return errPortTaken
 		}
 		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(p.log.Name())
-			p.t.Fatalf("%s did not listen on %s within 60 s:\n%s", p.name, addr, out)
+			return fmt.Errorf("%s did not listen on %s within 60 s:\n%s", p.name, addr, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
