@@ -81,7 +81,12 @@ type Gateway struct {
 	// Transport reaches the upstreams; nil means a clone of
 	// http.DefaultTransport that keeps 256 idle connections to each
 	// upstream (the default's 2 would have it dial for most requests
-	// under load).
+	// under load). A request that used a single-use state goes on a
+	// fresh connection (with a Transport of type *http.Transport, a clone
+	// of it with DisableKeepAlives), so that a failure to connect proves
+	// it unsent and its state is taken back; a RoundTripper of another
+	// type is used as it is, and such a state may burn when a kept-alive
+	// connection turns out closed.
 	Transport http.RoundTripper
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -95,6 +100,7 @@ type Gateway struct {
 	next   atomic.Uint64
 
 	transport http.RoundTripper // Transport, or the default
+	fresh     http.RoundTripper // transport without keep-alives, for single-use requests
 	ups       []upstreamState   // one per Upstreams
 	known     map[string]bool   // KnownTargets
 	// inFlight is the bytes of request body buffers held now.
@@ -129,6 +135,12 @@ func (g *Gateway) init() {
 		g.transport = g.Transport
 		if g.transport == nil {
 			g.transport = defaultTransport()
+		}
+		g.fresh = g.transport
+		if t, ok := g.transport.(*http.Transport); ok {
+			f := t.Clone()
+			f.DisableKeepAlives = true
+			g.fresh = f
 		}
 		g.ups = make([]upstreamState, len(g.Upstreams))
 		g.known = map[string]bool{}

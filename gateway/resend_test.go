@@ -50,8 +50,9 @@ func TestNoResendAfterWrite(t *testing.T) {
 			if tok == "" {
 				t.Fatalf("no state: %v", first)
 			}
-			// The first round's connection is idle and reused: the retry
-			// goes on it, which is the case net/http resends on.
+			// The retry of a single-use state goes on a fresh connection
+			// (TestSingleUseNotOnDeadKeptAlive); were it the first round's
+			// idle one, net/http would resend it with those headers.
 			_, second := f.post(rpcCall(2, mrtr.MethodCallTool, "pay", map[string]any{"n": 1}, tok), h)
 			if n := execs.Load(); n != 1 {
 				t.Fatalf("the single-use state ran %d times upstream; want 1", n)

@@ -20,7 +20,9 @@ import (
 // provably never left the gateway, goes to the next upstream; when none
 // accepts a connection, the single-use state it opened is taken back
 // (mrtr.Call.Release), so the client's retry runs once, and the client
-// gets -32603 "upstream unavailable; try again".
+// gets -32603 "upstream unavailable; try again". Such a request goes on
+// a fresh connection (Gateway.Transport), so that an upstream killed with
+// connections kept alive still refuses it at the dial.
 type upstreamState struct {
 	downUntil atomic.Int64 // UnixNano; at or before now: in turn
 	backoff   atomic.Int64 // the last time out, ns; 0 while it answers
@@ -126,9 +128,16 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
+	transport := g.transport
+	if ex != nil && ex.single != nil && ex.single.mc != nil && ex.single.mc.Used() {
+		// A kept-alive connection the upstream closed an instant ago
+		// fails after the write: no proof the request was not acted on,
+		// and the state would burn. A refused dial is that proof.
+		transport = g.fresh
+	}
 	tried := make([]bool, len(g.Upstreams))
 	for {
-		resp, err := g.transport.RoundTrip(req)
+		resp, err := transport.RoundTrip(req)
 		if k < 0 {
 			return resp, err
 		}

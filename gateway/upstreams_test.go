@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -72,4 +73,95 @@ func TestUpstreamOutOfTurn(t *testing.T) {
 	if healthAsks.Load() == 0 || back.Calls.Load() != 2 || f.up.Calls.Load() != calls+2 {
 		t.Fatalf("after it answered: health asked %d times, requests %d and %d, want 2 and 2", healthAsks.Load(), back.Calls.Load(), f.up.Calls.Load()-calls)
 	}
+}
+
+// TestSingleUseNotOnDeadKeptAlive: the upstream dies (kill -9) while the
+// gateway holds a kept-alive connection to it. The confirmation of a
+// single-use flow must not go on that connection: it would be written
+// before the reset came, proving nothing, and the state would burn (CI
+// caught this as a flaky TestCaseDeadUpstream). On a fresh connection the
+// dial is refused, the client gets "try again", and once the upstream is
+// back the same state pays, once.
+func TestSingleUseNotOnDeadKeptAlive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	var dead atomic.Bool
+	up := &upstream{Reply: stateReply}
+	srv := httptest.NewUnstartedServer(up)
+	srv.Listener = &dyingListener{Listener: ln, dead: &dead}
+	srv.Start()
+	f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
+		g.Upstreams = []*url.URL{testkit.Must(url.Parse(srv.URL))}
+		o.SingleUse = mrtr.Targets("pay")
+		o.Replay = replay.NewMemory(0)
+	})
+	_, m := f.post(rpcCall(1, "tools/call", "pay", nil, ""), v2026)
+	tok, _ := resultOf(t, m)["requestState"].(string)
+	if tok == "" {
+		t.Fatalf("no state: %v", m)
+	}
+	// Dead: the listener refuses, and the kept-alive connection resets
+	// when anything arrives on it.
+	dead.Store(true)
+	ln.Close()
+	_, m = f.post(rpcCall(2, "tools/call", "pay", nil, tok), v2026)
+	e, _ := m["error"].(map[string]any)
+	if msg, _ := e["message"].(string); !strings.Contains(msg, "try again") {
+		t.Fatalf("with the upstream dead: %v, want upstream unavailable; try again", m)
+	}
+	srv.Close()
+	calls := up.Calls.Load()
+
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	back := httptest.NewUnstartedServer(up)
+	back.Listener = ln
+	back.Start()
+	defer back.Close()
+	_, m = f.post(rpcCall(3, "tools/call", "pay", nil, tok), v2026)
+	if resultOf(t, m) == nil {
+		t.Fatalf("the retry once the upstream is back: %v, want paid (the state was not burned)", m)
+	}
+	if n := up.Calls.Load() - calls; n != 1 {
+		t.Fatalf("the retry reached the upstream %d times, want 1", n)
+	}
+	status, m := f.post(rpcCall(4, "tools/call", "pay", nil, tok), v2026)
+	refused(t, status, m, http.StatusBadRequest, "replayed")
+}
+
+// dyingListener hands out connections that, once dead is set, reset on
+// the first bytes that arrive: a process killed with the connection open.
+type dyingListener struct {
+	net.Listener
+	dead *atomic.Bool
+}
+
+func (l *dyingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &dyingConn{Conn: c, dead: l.dead}, nil
+}
+
+type dyingConn struct {
+	net.Conn
+	dead *atomic.Bool
+}
+
+func (c *dyingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.dead.Load() {
+		if tc, ok := c.Conn.(*net.TCPConn); ok {
+			tc.SetLinger(0) // close with a reset, as the kernel does for a killed process
+		}
+		c.Conn.Close()
+		return 0, net.ErrClosed
+	}
+	return n, err
 }

@@ -30,3 +30,10 @@ func (c *Call) Release(ctx context.Context) bool {
 	c.used = nil
 	return true
 }
+
+// Used reports whether Open recorded the use of a single-use state that
+// Release could still take back. The gateway sends such a request on a
+// connection of its own: on a kept-alive one the upstream may have closed
+// just before, a failure would not prove the request unsent, and the state
+// would burn.
+func (c *Call) Used() bool { return c.used != nil }

@@ -209,7 +209,8 @@ func TestSingleUseUnvouched(t *testing.T) {
 }
 
 // TestSingleUseRelease: a state whose use was taken back opens once more,
-// then is replayed; a Call that recorded nothing releases nothing.
+// then is replayed; a Call that recorded nothing releases nothing; Used
+// says which.
 func TestSingleUseRelease(t *testing.T) {
 	m, _ := newStates(t, mrtr.Options{SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0)})
 	pay := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Principal: "p"}
@@ -218,8 +219,11 @@ func TestSingleUseRelease(t *testing.T) {
 	if _, err := c.Open(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
-	if !c.Release(ctx) || c.Release(ctx) {
-		t.Fatal("Release: want true once, then false")
+	if !c.Used() {
+		t.Fatal("Used: false after a single-use Open")
+	}
+	if !c.Release(ctx) || c.Release(ctx) || c.Used() {
+		t.Fatal("Release: want true once, then false, and Used false")
 	}
 	if _, err := m.Open(ctx, pay, tok); err != nil {
 		t.Fatalf("after release: %v", err)
@@ -227,7 +231,7 @@ func TestSingleUseRelease(t *testing.T) {
 	if _, err := m.Open(ctx, pay, tok); mrtr.Reason(err) != "replayed" {
 		t.Fatalf("then: %v", err)
 	}
-	if m.Call(pay).Release(ctx) {
-		t.Fatal("a Call that opened nothing released")
+	if c := m.Call(pay); c.Used() || c.Release(ctx) {
+		t.Fatal("a Call that opened nothing is used or released")
 	}
 }
