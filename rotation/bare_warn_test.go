@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -23,11 +23,7 @@ import (
 func TestBareSchedulerWarns(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	kekPath := filepath.Join(dir, "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kekURL := "local:" + kekPath
+	kekURL := kektest.LocalKEK(t, dir)
 	path := filepath.Join(dir, "keyset.json")
 	clock := testkit.NewClock(testkit.T0)
 	op := &rotation.Options{KEK: kekURL, Now: clock.Now, Current: true, Logger: slog.New(slog.DiscardHandler)}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -29,11 +29,7 @@ func TestFreezeReportedAtExpiry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	kekPath := filepath.Join(dir, "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kekURL := "local:" + kekPath
+	kekURL := kektest.LocalKEK(t, dir)
 	path := filepath.Join(dir, "keyset.json")
 	clock := testkit.NewClock(testkit.T0)
 	op := &rotation.Options{KEK: kekURL, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)}

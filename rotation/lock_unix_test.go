@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/rotation"
@@ -26,11 +26,7 @@ import (
 func TestTickGivesUpOnAHeldLock(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	kekPath := filepath.Join(dir, "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kekURL := "local:" + kekPath
+	kekURL := kektest.LocalKEK(t, dir)
 	path := filepath.Join(dir, "keyset.json")
 	clock := testkit.NewClock(testkit.T0)
 	pol := keyring.DefaultPolicy()

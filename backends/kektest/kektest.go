@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -349,4 +350,15 @@ func closeReleases(t *testing.T, h Harness, url string, secret, ad []byte) {
 		buf = buf[:runtime.Stack(buf, true)]
 		t.Fatalf("goroutines went from %d to %d after %d cycles and did not come back within 15 s:\n%s", before, after, closeCycles, buf)
 	}
+}
+
+// LocalKEK generates a local KEK in dir and returns its URL ("local:"
+// and the file's path), for tests that need a key rather than a backend.
+func LocalKEK(t testing.TB, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kek")
+	if err := backends.GenerateLocal(path); err != nil {
+		t.Fatal(err)
+	}
+	return "local:" + path
 }

@@ -25,15 +25,7 @@ func TestForkRemedy(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keyset.json")
 	record, cron := filepath.Join(dir, "seen.json"), filepath.Join(dir, "cron-seen.json")
-	sc := func(state string, want int, args ...string) string {
-		t.Helper()
-		t.Setenv("STATESEAL_STATE", state)
-		code, out := sealctlT(t, append([]string{"--keyset", path}, args...)...)
-		if code != want {
-			t.Fatalf("sealctl %s: exit %d, want %d: %s", strings.Join(args, " "), code, want, out)
-		}
-		return out
-	}
+	sc := sealctlAs(t, path)
 	sc(record, 0, "init")
 	v1 := testkit.Must(os.ReadFile(path))
 	first := testkit.Must(keyset.Parse(v1))

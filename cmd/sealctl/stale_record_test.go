@@ -29,15 +29,7 @@ func TestRecordBehindDoesNotRenew(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keyset.json")
 	recA, recB := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
-	sc := func(state string, want int, args ...string) string {
-		t.Helper()
-		t.Setenv("STATESEAL_STATE", state)
-		code, out := sealctlT(t, append([]string{"--keyset", path}, args...)...)
-		if code != want {
-			t.Fatalf("sealctl %s: exit %d, want %d: %s", strings.Join(args, " "), code, want, out)
-		}
-		return out
-	}
+	sc := sealctlAs(t, path)
 	sc(recA, 0, "init")
 	first, err := keyset.ReadFile(ctx, path)
 	if err != nil {

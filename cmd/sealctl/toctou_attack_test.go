@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -60,11 +60,7 @@ func (r *racer) String() string { return "attackrace store" }
 func raceSetup(t *testing.T, name string) (loc string, r *racer, v1 []byte, kekURL string, leaked uint32) {
 	dir := t.TempDir()
 	t.Setenv("STATESEAL_STATE", filepath.Join(dir, "seen.json"))
-	kekPath := filepath.Join(dir, "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kekURL = "local:" + kekPath
+	kekURL = kektest.LocalKEK(t, dir)
 	r = &racer{file: stores.NewFile(filepath.Join(dir, "keyset.json"))}
 	racers.Store(name, r)
 	loc = "attackrace://" + name

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
@@ -75,6 +76,21 @@ func sealctlT(t *testing.T, args ...string) (int, string) {
 	return code, out.String() + errOut.String()
 }
 
+// sealctlAs returns a sealctl on the keyset at path, run as the operator
+// whose record is the file state, that fails the test unless it exits
+// with want; it returns the output.
+func sealctlAs(t *testing.T, path string) func(state string, want int, args ...string) string {
+	return func(state string, want int, args ...string) string {
+		t.Helper()
+		t.Setenv("STATESEAL_STATE", state)
+		code, out := sealctlT(t, append([]string{"--keyset", path}, args...)...)
+		if code != want {
+			t.Fatalf("sealctl %s: exit %d, want %d: %s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+}
+
 // TestAttackUpgradeRevivesRetiredKey: a keyset that began in format 2
 // was upgraded, then a key leaked and was retired by force. The store
 // writer puts the format-2 document back (vault kv rollback to a version
@@ -87,11 +103,7 @@ func TestAttackUpgradeRevivesRetiredKey(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	t.Setenv("STATESEAL_STATE", filepath.Join(dir, "seen.json"))
-	kekPath := filepath.Join(dir, "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kekURL := "local:" + kekPath
+	kekURL := kektest.LocalKEK(t, dir)
 	kek, err := backends.Open(ctx, kekURL, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -26,11 +27,7 @@ func TestUpgradeV2NeedsCurrent(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	t.Setenv("STATESEAL_STATE", filepath.Join(dir, "seen.json"))
-	kekPath := filepath.Join(dir, "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kekURL := "local:" + kekPath
+	kekURL := kektest.LocalKEK(t, dir)
 	kek, err := backends.Open(ctx, kekURL, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
@@ -93,11 +92,7 @@ func TestForkAfterFailover(t *testing.T) {
 	loc := "redis://" + px.ln.Addr().String() + "/0?key=stateseal:fork"
 
 	dir := t.TempDir()
-	kekPath := filepath.Join(dir, "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kek := "local:" + kekPath
+	kek := kektest.LocalKEK(t, dir)
 	o := &rotation.Options{KEK: kek, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := rotation.Init(ctx, loc, kek, keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		t.Fatal(err)

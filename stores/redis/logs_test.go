@@ -3,11 +3,10 @@ package redis_test
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
@@ -24,11 +23,7 @@ func TestNoPasswordInLogs(t *testing.T) {
 	r := testservers.StartRedisAuth(t, password)
 	ctx := context.Background()
 	loc := r.URL() + "?key=stateseal:logs" // the password in the URL
-	kekPath := filepath.Join(t.TempDir(), "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kek := "local:" + kekPath
+	kek := kektest.LocalKEK(t, t.TempDir())
 	var logs testkit.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := &rotation.Options{KEK: kek, Logger: logger}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -21,7 +20,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/faulttest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
@@ -51,11 +50,7 @@ func TestManyLoaders(t *testing.T) {
 	ctx := context.Background()
 	r := testservers.StartRedis(t)
 	loc := r.URL() + "?key=" + newKey()
-	kekPath := filepath.Join(t.TempDir(), "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kek := "local:" + kekPath
+	kek := kektest.LocalKEK(t, t.TempDir())
 	o := &rotation.Options{KEK: kek, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := rotation.Init(ctx, loc, kek, keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		t.Fatal(err)

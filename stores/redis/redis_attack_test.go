@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -15,7 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/backends/kektest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
@@ -146,11 +145,7 @@ func TestAttackPublishFlood(t *testing.T) {
 	ctx := context.Background()
 	key := newKey()
 	loc := r.URL() + "?key=" + key
-	kekPath := filepath.Join(t.TempDir(), "kek")
-	if err := backends.GenerateLocal(kekPath); err != nil {
-		t.Fatal(err)
-	}
-	kek := "local:" + kekPath
+	kek := kektest.LocalKEK(t, t.TempDir())
 	if _, err := rotation.Init(ctx, loc, kek, keyring.AEAD, keyring.DefaultPolicy(), &rotation.Options{KEK: kek, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
