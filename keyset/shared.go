@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -189,8 +190,10 @@ func (p part) stands(ck cacheKey, prev map[cacheKey]part, now time.Time) bool {
 // loader (its first load: a new instance) reuses nothing kept: it asks
 // the KMS, as a new instance in another process would, and shares only a
 // call in flight of fresh loaders, which ask the KMS for everything (as
-// unwrapShared does). fn's result must not be written after: every
-// loader reads it.
+// unwrapShared does). A loader that joined a flight which failed because
+// the caller that ran it gave up (its context's error) runs fn itself:
+// one loader's context never decides another's load. fn's result must
+// not be written after: every loader reads it.
 func (d *document) once(ctx context.Context, s stage, k *sharedKEK, prev map[cacheKey]part, fresh bool, fn func(context.Context) (result, error)) (result, error) {
 	rk := resultKey{s, k}
 	recent := func() (result, bool) {
@@ -225,6 +228,11 @@ func (d *document) once(ctx context.Context, s stage, k *sharedKEK, prev map[cac
 		return compute()
 	})
 	if err != nil {
+		if !ran && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			// The loader that ran the flight gave up (closed, or its
+			// deadline passed); this one has not, and asks for itself.
+			return compute()
+		}
 		return nil, err
 	}
 	r := v.(result)

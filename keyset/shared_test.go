@@ -472,3 +472,43 @@ func TestSharedOnceOwnKeysNotShared(t *testing.T) {
 type checked struct{ n atomic.Int64 }
 
 func (c *checked) stands(map[cacheKey]part, time.Time) bool { c.n.Add(1); return false }
+
+// TestSharedFlightNotCancelledByOne: the loader whose call to the KMS the
+// others joined gives up (its context is cancelled: it closed, or its
+// deadline passed). A loader that joined and has not given up does not
+// fail with that loader's context error: it asks the KMS itself.
+func TestSharedFlightNotCancelledByOne(t *testing.T) {
+	k := &sharedKEK{}
+	checks := &checked{}
+	d := &document{results: map[resultKey]result{{stageAuth, k}: checks}}
+	first, cancel := context.WithCancel(ctx)
+	defer cancel()
+	entered := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { // the loader that runs the flight, then gives up
+		_, err := d.once(first, stageAuth, k, nil, false, func(ctx context.Context) (result, error) {
+			close(entered)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		done <- err
+	}()
+	<-entered
+	var asked atomic.Int64
+	mine := make(chan error, 1)
+	go func() { // a loader that joins it, and does not give up
+		_, err := d.once(ctx, stageAuth, k, nil, false, func(context.Context) (result, error) {
+			asked.Add(1)
+			return &verified{}, nil
+		})
+		mine <- err
+	}()
+	testkit.WaitFor(t, "the second loader's check", func() bool { return checks.n.Load() == 3 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the loader that gave up: %v, want context.Canceled", err)
+	}
+	if err := <-mine; err != nil || asked.Load() != 1 {
+		t.Fatalf("the loader that joined: %v (asked the KMS %d times), want its own answer", err, asked.Load())
+	}
+}
