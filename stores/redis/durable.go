@@ -27,7 +27,8 @@ const DefaultWaitTimeout = 2 * time.Second
 // write before making it (stores.ErrNotDurable, "nothing was written").
 // In a Cluster, a write pinned by a stale slot map (MOVED, ASK,
 // CLUSTERDOWN, or a master that has become a replica in a failover) did
-// not run: the map is reloaded and the write tried once more.
+// not run: the map is reloaded until it names another master (up to 2 s)
+// and the write tried again, three tries in all.
 //
 // A write the replicas did not acknowledge within WaitTimeout is also
 // refused with stores.ErrNotDurable, but it was made on the primary: it
@@ -42,26 +43,33 @@ func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, err
 		return "", stores.TooLarge(s.name, int64(len(data)))
 	}
 	next, node, err := s.write(ctx, data, rev)
-	if cc, ok := s.client.(*goredis.ClusterClient); ok && err != nil && (moved(err) || errors.Is(err, errNotPrimary)) {
+	cc, ok := s.client.(*goredis.ClusterClient)
+	for try := 1; ok && err != nil && try < staleMapTries && (moved(err) || errors.Is(err, errNotPrimary)); try++ {
 		// The slot map was stale (a master died, slots moved, or the
 		// master became a replica in a failover): the script did not
-		// run. Reload it and try again, once.
-		cc.ReloadState(ctx)
+		// run. Reload it and try again.
 		waitNewMaster(ctx, cc, s.key, node)
-		next, _, err = s.write(ctx, data, rev)
+		next, node, err = s.write(ctx, data, rev)
 	}
 	return next, err
 }
 
-// waitNewMaster waits, up to a second, until the slot map names a
-// master for key other than node: go-redis reloads it in the background.
+// staleMapTries bounds the tries of a write that a stale slot map sent
+// to a node that is no longer the key's master.
+const staleMapTries = 3
+
+// waitNewMaster reloads the slot map until it names a master for key
+// other than node, for up to two seconds. go-redis reloads it in the
+// background, from one node, which may not have learned of the failover
+// yet (gossip): so it is asked again until the map changes.
 func waitNewMaster(ctx context.Context, cc *goredis.ClusterClient, key, node string) {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
+		cc.ReloadState(ctx) // one reload at a time, 200 ms apart at most
+		time.Sleep(50 * time.Millisecond)
 		if m, err := cc.MasterForKey(ctx, key); err == nil && m.Options().Addr != node {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
