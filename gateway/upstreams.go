@@ -112,6 +112,7 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	k := -1
 	var body []byte
 	replayable := req.Body == nil || req.Body == http.NoBody
+	single := ex != nil && ex.single != nil && ex.single.mc != nil && ex.single.mc.Used()
 	if ex != nil {
 		k = ex.upstream
 		if ex.sent != nil {
@@ -122,14 +123,19 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			// chooses): with a GetBody, net/http counts such a POST
 			// replayable, and sends it again after a connection cut once
 			// it was written, when the upstream may have acted on it: a
-			// single-use state would run twice.
-			if !idempotencyKey(req.Header) {
+			// single-use state would run twice. Nor for a single-use
+			// state at all: HTTP/2 sends a request again, on a new
+			// connection, after a stream reset (RST_STREAM) that may
+			// come once the upstream acted on it; without a GetBody it
+			// cannot, and the only resend is the failover's below, after
+			// a refused dial.
+			if !idempotencyKey(req.Header) && !single {
 				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 			}
 		}
 	}
 	transport := g.transport
-	if ex != nil && ex.single != nil && ex.single.mc != nil && ex.single.mc.Used() {
+	if single {
 		// A kept-alive connection the upstream closed an instant ago
 		// fails after the write: no proof the request was not acted on,
 		// and the state would burn. A refused dial is that proof.

@@ -165,3 +165,43 @@ func (c *dyingConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TestSingleUseNoTransportResend: a request that used a single-use state
+// goes out without a GetBody, so that no transport can send it again by
+// itself (HTTP/2 resends, on a new connection, after a stream reset that
+// may come once the upstream acted: found by an attacker review); other
+// requests keep theirs. The only resend is the failover's, after a
+// refused dial.
+func TestSingleUseNoTransportResend(t *testing.T) {
+	rt := recordingRT{next: http.DefaultTransport}
+	f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
+		g.Transport = &rt
+		o.SingleUse = mrtr.Targets("pay")
+		o.Replay = replay.NewMemory(0)
+	})
+	_, m := f.post(rpcCall(1, "tools/call", "pay", nil, ""), v2026)
+	tok, _ := resultOf(t, m)["requestState"].(string)
+	if tok == "" {
+		t.Fatalf("no state: %v", m)
+	}
+	if !rt.getBody.Load() {
+		t.Fatal("a first round went out without a GetBody")
+	}
+	_, m = f.post(rpcCall(2, "tools/call", "pay", nil, tok), v2026)
+	if resultOf(t, m) == nil {
+		t.Fatalf("the confirmation: %v", m)
+	}
+	if rt.getBody.Load() {
+		t.Fatal("the single-use confirmation went out with a GetBody: a transport may send it again")
+	}
+}
+
+type recordingRT struct {
+	next    http.RoundTripper
+	getBody atomic.Bool // of the last request
+}
+
+func (r *recordingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.getBody.Store(req.GetBody != nil)
+	return r.next.RoundTrip(req)
+}
