@@ -44,7 +44,7 @@ func (s *Store) Write(ctx context.Context, data []byte, rev string) (string, err
 	}
 	next, node, err := s.write(ctx, data, rev)
 	cc, ok := s.client.(*goredis.ClusterClient)
-	for try := 1; ok && err != nil && try < staleMapTries && (moved(err) || errors.Is(err, errNotPrimary)); try++ {
+	for try := 1; ok && err != nil && try < staleMapTries && errors.As(err, new(notRun)); try++ {
 		// The slot map was stale (a master died, slots moved, or the
 		// master became a replica in a failover): the script did not
 		// run. Reload it and try again.
@@ -66,24 +66,44 @@ func waitNewMaster(ctx context.Context, cc *goredis.ClusterClient, key, node str
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		cc.ReloadState(ctx) // one reload at a time, 200 ms apart at most
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 		if m, err := cc.MasterForKey(ctx, key); err == nil && m.Options().Addr != node {
 			return
 		}
 	}
 }
 
+// moved reports a reply of Redis's own that sends the command elsewhere:
+// the command did not run. Only the reply itself, never a message that
+// quotes one (WAIT's, after the script ran).
 func moved(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "MOVED ") || strings.Contains(msg, "ASK ") || strings.Contains(msg, "CLUSTERDOWN")
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") || strings.HasPrefix(msg, "CLUSTERDOWN")
 }
+
+// notRun marks a write that provably did not run: refused by the node
+// before the script (a replica: errNotPrimary), or its script redirected
+// (moved). Only such a write is tried again: one whose script ran (a WAIT
+// that failed after it) never is, or its compare-and-swap would then fail
+// on its own write and the caller would edit twice.
+type notRun struct{ error }
+
+func (e notRun) Unwrap() error { return e.error }
 
 // write makes the write on a connection pinned to the key's primary,
 // and says which node that was (in a Cluster).
 func (s *Store) write(ctx context.Context, data []byte, rev string) (string, string, error) {
 	cn, node, err := s.pinned(ctx)
 	if err != nil {
-		return "", "", fmt.Errorf("%s: write: %w", s.name, err)
+		err = fmt.Errorf("%s: write: %w", s.name, err)
+		if strings.Contains(err.Error(), "CLUSTERDOWN") || moved(errors.Unwrap(err)) {
+			err = notRun{err} // no connection: nothing was sent
+		}
+		return "", "", err
 	}
 	next, err := s.durable(ctx, cn, data, rev)
 	return next, node, err
@@ -93,13 +113,20 @@ func (s *Store) durable(ctx context.Context, cn *goredis.Conn, data []byte, rev 
 	defer cn.Close()
 	replicas, err := connectedReplicas(ctx, cn)
 	if err != nil {
-		return "", fmt.Errorf("%s: write: %w; nothing was written", s.name, err)
+		err = fmt.Errorf("%s: write: %w; nothing was written", s.name, err)
+		if errors.Is(err, errNotPrimary) {
+			err = notRun{err}
+		}
+		return "", err
 	}
 	if replicas < s.minReplicas {
 		return "", fmt.Errorf("%s: %w: the primary has %d replicas connected and the store requires %d (min_replicas); nothing was written", s.name, stores.ErrNotDurable, replicas, s.minReplicas)
 	}
 	next, err := cas.Run(ctx, cn, []string{s.key}, maxSize, string(data), rev, s.Channel()).Text()
 	if err != nil {
+		if moved(err) {
+			return "", notRun{s.failed("write", err)}
+		}
 		return "", s.failed("write", err)
 	}
 	if replicas > 0 {
