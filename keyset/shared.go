@@ -190,10 +190,15 @@ func (p part) stands(ck cacheKey, prev map[cacheKey]part, now time.Time) bool {
 // loader (its first load: a new instance) reuses nothing kept: it asks
 // the KMS, as a new instance in another process would, and shares only a
 // call in flight of fresh loaders, which ask the KMS for everything (as
-// unwrapShared does). A loader that joined a flight which failed because
-// the caller that ran it gave up (its context's error) runs fn itself:
-// one loader's context never decides another's load. fn's result must
-// not be written after: every loader reads it.
+// unwrapShared does). When the caller that ran a flight gave up (its
+// context ended), the loaders that joined it and have not make or join
+// the next flight, up to three: one loader's context never decides
+// another's load, and a slow KMS still gets one call, not one per
+// loader. fn's result must not be written after: every loader reads it.
+//
+// Only the caller that ran the flight says it gave up (gaveUp): an error
+// of the KMS that reads as a deadline (a server-side timeout) is no
+// reason for the loaders that joined to ask again.
 func (d *document) once(ctx context.Context, s stage, k *sharedKEK, prev map[cacheKey]part, fresh bool, fn func(context.Context) (result, error)) (result, error) {
 	rk := resultKey{s, k}
 	recent := func() (result, bool) {
@@ -217,22 +222,42 @@ func (d *document) once(ctx context.Context, s stage, k *sharedKEK, prev map[cac
 		d.mu.Unlock()
 		return r, nil
 	}
-	ran := false // this caller ran the flight: its result is its own
-	v, err, _ := shared.Do(fmt.Sprintf("%d %x %p %t", s, d.sum, k, fresh), func() (any, error) {
-		ran = true
-		if !fresh {
-			if r, ok := recent(); ok {
-				return r, nil
+	var (
+		v   any
+		err error
+		ran bool // this caller ran the flight: its result is its own
+	)
+	for try := 0; ; try++ {
+		ran = false
+		v, err, _ = shared.Do(fmt.Sprintf("%d %x %p %t", s, d.sum, k, fresh), func() (any, error) {
+			ran = true
+			if !fresh {
+				if r, ok := recent(); ok {
+					return r, nil
+				}
 			}
+			r, err := compute()
+			if err != nil && ctx.Err() != nil {
+				// This loader gave up (closed, or past its deadline):
+				// said so, for the loaders that joined and have not.
+				return nil, gaveUp{err}
+			}
+			return r, err
+		})
+		var g gaveUp
+		if !errors.As(err, &g) {
+			break
 		}
-		return compute()
-	})
+		if ran || ctx.Err() != nil || try == 2 {
+			err = g.err // its own context's error, as if unshared
+			break
+		}
+		// The loader whose flight this one joined gave up; this one
+		// has not: it joins (or makes) the next flight, not one call
+		// of its own per loader, which a slow KMS would get from every
+		// loader at once.
+	}
 	if err != nil {
-		if !ran && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			// The loader that ran the flight gave up (closed, or its
-			// deadline passed); this one has not, and asks for itself.
-			return compute()
-		}
 		return nil, err
 	}
 	r := v.(result)
@@ -241,3 +266,10 @@ func (d *document) once(ctx context.Context, s stage, k *sharedKEK, prev map[cac
 	}
 	return r, nil
 }
+
+// gaveUp is the error of a flight whose caller gave up (its context
+// ended), as the loaders that joined it see it.
+type gaveUp struct{ err error }
+
+func (g gaveUp) Error() string { return g.err.Error() }
+func (g gaveUp) Unwrap() error { return g.err }

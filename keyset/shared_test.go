@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -510,5 +511,45 @@ func TestSharedFlightNotCancelledByOne(t *testing.T) {
 	}
 	if err := <-mine; err != nil || asked.Load() != 1 {
 		t.Fatalf("the loader that joined: %v (asked the KMS %d times), want its own answer", err, asked.Load())
+	}
+}
+
+// TestSharedKMSDeadlineNotGivingUp: a KMS that answers with a timeout of
+// its own (a server-side deadline, which a client library may report as
+// context.DeadlineExceeded) while the loader that asked has not given up:
+// the loaders that joined get that answer, and do not each ask again (a
+// slow KMS would get one call per loader at once: found by an attacker
+// review).
+func TestSharedKMSDeadlineNotGivingUp(t *testing.T) {
+	k := &sharedKEK{}
+	checks := &checked{}
+	d := &document{results: map[resultKey]result{{stageAuth, k}: checks}}
+	entered, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.once(ctx, stageAuth, k, nil, false, func(context.Context) (result, error) {
+			close(entered)
+			<-release
+			return nil, fmt.Errorf("kms: %w", context.DeadlineExceeded)
+		})
+		done <- err
+	}()
+	<-entered
+	var asked atomic.Int64
+	mine := make(chan error, 1)
+	go func() {
+		_, err := d.once(ctx, stageAuth, k, nil, false, func(context.Context) (result, error) {
+			asked.Add(1)
+			return &verified{}, nil
+		})
+		mine <- err
+	}()
+	testkit.WaitFor(t, "the second loader's check", func() bool { return checks.n.Load() == 3 })
+	close(release)
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the loader that asked: %v", err)
+	}
+	if err := <-mine; !errors.Is(err, context.DeadlineExceeded) || asked.Load() != 0 {
+		t.Fatalf("the loader that joined: %v, asked the KMS %d times; want the KMS's answer, not a call of its own", err, asked.Load())
 	}
 }
