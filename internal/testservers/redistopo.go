@@ -132,16 +132,7 @@ func (s *RedisSentinel) waitReady(primary string) {
 				return false
 			}
 		}
-		// And the primary sees them: a write with min_replicas counts
-		// the replicas ROLE lists there, which lags the replica's link.
-		pc := goredis.NewClient(&goredis.Options{Addr: primary, MaxRetries: -1})
-		defer pc.Close()
-		role, err := pc.Do(context.Background(), "ROLE").Slice()
-		if err != nil || len(role) < 3 {
-			return false
-		}
-		list, _ := role[2].([]any)
-		return len(list) == len(s.Nodes)-1
+		return replicasOnline(primary) == len(s.Nodes)-1
 	})
 }
 
@@ -187,6 +178,23 @@ func (s *RedisSentinel) Rejoin(old *Redis) {
 	s.t.Helper()
 	old.Start()
 	s.waitReady(s.masterAddr())
+}
+
+// ReplicasOnline is the number of replicas r, a primary, lists in ROLE:
+// those a write's WAIT counts. It lags the replica's own view of its
+// link (master_link_status:up): wait on this one before a write that
+// must reach the replica.
+func (r *Redis) ReplicasOnline() int { return replicasOnline(r.Addr()) }
+
+func replicasOnline(addr string) int {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	role, err := c.Do(context.Background(), "ROLE").Slice()
+	if err != nil || len(role) < 3 || role[0] != "master" {
+		return -1
+	}
+	list, _ := role[2].([]any)
+	return len(list)
 }
 
 func linkUp(n *Redis) bool {
@@ -285,6 +293,7 @@ func (c *RedisCluster) URL(query string) string {
 func (c *RedisCluster) WaitOK() {
 	c.t.Helper()
 	waitLong(c.t, 60*time.Second, "the cluster to be ok", func() bool {
+		replicas, listed := 0, 0
 		for _, n := range c.Nodes {
 			if n.cmd == nil {
 				continue
@@ -296,11 +305,19 @@ func (c *RedisCluster) WaitOK() {
 			if err != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
 				return false
 			}
-			if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
-				return false
+			if strings.Contains(repl, "role:slave") {
+				if !strings.Contains(repl, "master_link_status:up") {
+					return false
+				}
+				replicas++
+			} else {
+				listed += max(n.ReplicasOnline(), 0)
 			}
 		}
-		return true
+		// Every replica is listed by its master too: a write WAITs for
+		// those, and the master lists a replica a moment after the
+		// replica reports its link up.
+		return listed == replicas
 	})
 }
 

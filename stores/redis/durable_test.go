@@ -24,9 +24,11 @@ func TestDurableWrite(t *testing.T) {
 	replica := testservers.StartRedisVolatile(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
 	rc := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
 	defer rc.Close()
-	testkit.WaitFor(t, "the replica's link", func() bool {
-		info := testkit.Must(rc.Info(ctx, "replication").Result())
-		return strings.Contains(info, "master_link_status:up")
+	// The primary's view, not the replica's: a write WAITs for the
+	// replicas the primary lists, which it lists a moment after the
+	// replica reports its link up (the CI failure of 2026-12-02).
+	testkit.WaitFor(t, "the primary to list its replica", func() bool {
+		return primary.ReplicasOnline() == 1
 	})
 	key := newKey()
 	open := func(query string) stores.Store {
