@@ -7,8 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The HTTP framing the gateway reads, and what it refuses. A request or
@@ -224,5 +222,5 @@ func checkOther(body []byte) error {
 // looksJSON reports whether an untyped body is a JSON object or array.
 func looksJSON(b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
-	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && jsontext.Value(b).IsValid()
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && validJSON(b)
 }

@@ -31,7 +31,9 @@ import (
 // valid tokens sealed for a tools/call, a prompts/get and a
 // resources/read, so that the fuzzer works with states that open.
 //
-// The properties, under three ways an upstream or a client might read
+// The object reader parseObject reads req and resp as the reference
+// model does (objectModel: jsontext token by token). And the properties,
+// under three ways an upstream or a client might read
 // JSON (exact names with the last of two duplicates winning, as
 // encoding/json into a map and JavaScript do; exact names with the first
 // winning; names matched ignoring case, the last winning, as encoding/json
@@ -96,6 +98,8 @@ func FuzzGatewayParsers(f *testing.F) {
 			[]byte(`{"jsonrpc":"2.0","id":1,"result":{"requestState":"plain"}}`), h[0], h[1])
 	}
 	f.Fuzz(func(t *testing.T, req, resp []byte, reqHdr, respHdr string) {
+		checkObjectModel(t, req)
+		checkObjectModel(t, resp)
 		fx.check(t, req, resp)
 		fx.checkFraming(t, req, resp, headers(reqHdr), headers(respHdr))
 	})

@@ -411,7 +411,7 @@ func (ex *exchange) resolve() {
 		return
 	}
 	ex.lazy = nil
-	q, err := readLazily(body)
+	q, err := readLazily(body, true) // validated by readRequest
 	if err != nil {
 		return
 	}

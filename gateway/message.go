@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -96,7 +97,7 @@ func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) 
 		return req, nil, nil
 	}
 	if !hasState(body) {
-		if !jsontext.Value(body).IsValid() {
+		if !validJSON(body) {
 			// Not UTF-8 JSON (UTF-16 or UTF-32, with a BOM or without,
 			// a name twice): some upstream would decode a state in it
 			// that the byte test cannot see.
@@ -108,7 +109,7 @@ func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) 
 		req.unread = true
 		return req, nil, nil
 	}
-	req.msg, err = readLazily(body)
+	req.msg, err = readLazily(body, false)
 	if err != nil {
 		return req, req.msg.id, err
 	}
@@ -116,9 +117,14 @@ func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) 
 }
 
 // readLazily reads one message of the client's, which readRequest left
-// unread or found may carry a state.
-func readLazily(body []byte) (clientMessage, error) {
-	m, err := parseObject(body)
+// unread or found may carry a state. valid says the body was validated
+// already (readRequest did, for one it left unread).
+func readLazily(body []byte, valid bool) (clientMessage, error) {
+	parse := parseObject
+	if valid {
+		parse = splitObject
+	}
+	m, err := parse(body)
 	if err != nil {
 		return clientMessage{}, errParse
 	}
@@ -200,7 +206,7 @@ type upstreamMessage struct {
 // to read with readUpstreamMessage), or a batch, split into its messages
 // (none if no member in it can be named requestState: the body passes).
 func readUpstreamBody(body []byte) (msgs []jsontext.Value, batch bool, err error) {
-	if !jsontext.Value(body).IsValid() {
+	if !validJSON(body) {
 		return nil, false, errors.New("not JSON")
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
@@ -488,6 +494,8 @@ func onlyResultState(raw []byte, m object) bool {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
 
 // strayState reports whether the message raw (valid JSON) has a member
 // whose name a parser may read as requestState (in any case, with ſ for

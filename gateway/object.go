@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -23,72 +22,219 @@ type member struct {
 	obj  object // val read as an object, for a message's params or result
 }
 
-var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
-
 // parseObject reads b, one JSON object, strictly (exact names, no name
 // twice, valid UTF-8, no name the gateway reads spelled in another case,
 // nothing after it), without decoding its values; but a member params or
 // result that is an object is read the same way in the same pass.
+//
+// b is validated whole first, as jsontext.Value.IsValid reads JSON with
+// its defaults (validJSON: RFC 7493, no name twice at any depth, valid
+// UTF-8, one value). Only then does splitObject cut the valid object
+// into its members, which needs no decision about validity.
 func parseObject(b []byte) (object, error) {
-	dec := decoders.Get().(*jsontext.Decoder)
-	defer func() {
-		dec.Reset(bytes.NewBuffer(nil))
-		decoders.Put(dec)
-	}()
-	dec.Reset(bytes.NewBuffer(b))
-	o, err := readObject(dec, b, true)
-	if err != nil {
-		return nil, err
+	if !validJSON(b) {
+		return nil, invalidJSON(b)
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, errors.New("data after the object")
-	}
-	return o, nil
+	return splitObject(b)
 }
 
-// readObject reads the object that starts at dec's next token, whose
-// input is b.
-func readObject(dec *jsontext.Decoder, b []byte, top bool) (object, error) {
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return nil, err
+// invalidJSON says why b, which validJSON refused, is not
+// one valid JSON object: the error path alone reads it token by token.
+func invalidJSON(b []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.ReadValue(); err != nil {
+		return err
 	}
-	if tok.Kind() != '{' {
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return errors.New("data after the object")
+	}
+	return errors.New("invalid JSON")
+}
+
+// membersPerObject is the room a parse makes for the members of the
+// object and of its params or result, in one allocation: an MCP message
+// has about five, its params or result about as many.
+const membersPerObject = 8
+
+// splitObject cuts b, a valid JSON value (parseObject), into the members
+// of its object, and those of a member params or result that is an
+// object.
+func splitObject(b []byte) (object, error) {
+	s := scanner{b: b}
+	s.space()
+	if s.i >= len(b) || b[s.i] != '{' {
 		return nil, errors.New("not an object")
 	}
-	o := make(object, 0, 8)
-	for dec.PeekKind() != '}' {
-		tok, err := dec.ReadToken()
+	slab := make(object, 0, 2*membersPerObject)
+	s.child = slab[membersPerObject:membersPerObject:cap(slab)]
+	return s.object(slab[:0:membersPerObject], true)
+}
+
+// A scanner walks JSON that is known to be valid: it finds where values
+// end, and never decides whether they are well formed.
+type scanner struct {
+	b     []byte
+	i     int
+	child object // room for the members of params or result
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// object reads the object at s.i into o; top says it is the message,
+// whose params or result is read too.
+func (s *scanner) object(o object, top bool) (object, error) {
+	s.i++ // {
+	s.space()
+	if s.b[s.i] == '}' {
+		s.i++
+		return o, nil
+	}
+	for {
+		start := s.i
+		escaped := s.str()
+		name, err := memberName(s.b[start:s.i], escaped)
 		if err != nil {
 			return nil, err
 		}
-		name := tok.String() // before the next call voids tok
 		if err := checkName(name); err != nil {
 			return nil, err
 		}
-		if top && (name == "params" || name == "result") && dec.PeekKind() == '{' {
-			// Only a colon and blanks lie between the name and the
-			// object's brace.
-			start := dec.InputOffset()
-			start += int64(bytes.IndexByte(b[start:], '{'))
-			child, err := readObject(dec, b, false)
+		s.space()
+		s.i++ // :
+		s.space()
+		start = s.i
+		if top && (name == "params" || name == "result") && s.b[s.i] == '{' {
+			room := s.child
+			if room == nil { // the second of params and result
+				room = make(object, 0, membersPerObject)
+			}
+			s.child = nil
+			child, err := s.object(room, false)
 			if err != nil {
 				return nil, err
 			}
-			o = append(o, member{name, jsontext.Value(b[start:dec.InputOffset()]), child})
-			continue
+			o = append(o, member{name, jsontext.Value(s.b[start:s.i]), child})
+		} else {
+			s.value()
+			o = append(o, member{name, jsontext.Value(s.b[start:s.i]), nil})
 		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return nil, err
+		s.space()
+		if s.b[s.i] == '}' {
+			s.i++
+			return o, nil
 		}
-		end := dec.InputOffset()
-		o = append(o, member{name, jsontext.Value(b[end-int64(len(v)) : end]), nil})
+		s.i++ // ,
+		s.space()
 	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, err
+}
+
+// str moves past the string at s.i and reports whether it has an escape.
+// In valid JSON a backslash starts an escape whose next byte is never
+// the string's end (nor is any hex digit of a \\u escape): the first
+// quote not so escaped ends it.
+func (s *scanner) str() (escaped bool) {
+	b, i := s.b, s.i+1
+	for {
+		switch b[i] {
+		case '"':
+			s.i = i + 1
+			return escaped
+		case '\\':
+			escaped = true
+			i++
+		}
+		i++
 	}
-	return o, nil
+}
+
+// value moves past the value at s.i.
+func (s *scanner) value() {
+	switch s.b[s.i] {
+	case '"':
+		s.str()
+	case '{', '[':
+		depth := 0
+		for {
+			switch s.b[s.i] {
+			case '"':
+				s.str()
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					s.i++
+					return
+				}
+			}
+			s.i++
+		}
+	default: // a number, true, false or null
+		for s.i < len(s.b) {
+			switch s.b[s.i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return
+			}
+			s.i++
+		}
+	}
+}
+
+// memberName is the name a quoted member name spells: the names MCP
+// messages use are constants, so that most cost no allocation.
+func memberName(quoted []byte, escaped bool) (string, error) {
+	if escaped {
+		u, err := jsontext.AppendUnquote(nil, quoted)
+		return string(u), err
+	}
+	raw := quoted[1 : len(quoted)-1]
+	switch string(raw) {
+	case "jsonrpc":
+		return "jsonrpc", nil
+	case "id":
+		return "id", nil
+	case "method":
+		return "method", nil
+	case "params":
+		return "params", nil
+	case "result":
+		return "result", nil
+	case "error":
+		return "error", nil
+	case "_meta":
+		return "_meta", nil
+	case "name":
+		return "name", nil
+	case "uri":
+		return "uri", nil
+	case "arguments":
+		return "arguments", nil
+	case "requestState":
+		return "requestState", nil
+	case "inputResponses":
+		return "inputResponses", nil
+	case "inputRequests":
+		return "inputRequests", nil
+	case "resultType":
+		return "resultType", nil
+	case "content":
+		return "content", nil
+	case "structuredContent":
+		return "structuredContent", nil
+	case "isError":
+		return "isError", nil
+	}
+	return string(raw), nil
 }
 
 // get returns member k.

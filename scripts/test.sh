@@ -57,6 +57,8 @@ go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 # sealgate's parsers: the request reader, the JSON response rewriter and
 # the SSE event rewriter, under three ways of reading JSON.
 go test ./gateway -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
+# The gateway's strict JSON reader against jsontext's.
+go test ./gateway -run '^$' -fuzz '^FuzzValidJSON$' -fuzztime "$FUZZTIME"
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
