@@ -23,11 +23,12 @@ func validJSON(b []byte) bool {
 	// names, and a set of them once there are many.
 	type frame struct {
 		object bool
-		start  int
+		start  int // of its names in names
+		size   int // their bytes
 		set    map[string]struct{}
 	}
 	var frameBuf [16]frame
-	var nameBuf [32][]byte
+	var nameBuf [manyNames][]byte
 	stack, names := frameBuf[:0], nameBuf[:0]
 	i := skipSpace(b, 0)
 value:
@@ -133,10 +134,12 @@ name:
 				}
 			}
 			names = append(names, n)
-			if len(names)-top.start > manyNames {
-				// A set from here on: a linear search per name would make
-				// an object of many members cost their square.
-				top.set = make(map[string]struct{}, 2*manyNames)
+			top.size += len(n)
+			if count := len(names) - top.start; count > manyNames || top.size > manyNameBytes {
+				// A set from here on, as jsontext switches: a linear search
+				// per name would make an object of many members cost their
+				// square.
+				top.set = make(map[string]struct{}, count)
 				for _, m := range names[top.start:] {
 					top.set[string(m)] = struct{}{}
 				}
@@ -155,8 +158,9 @@ name:
 const (
 	// maxDepth is jsontext's bound on nested arrays and objects.
 	maxDepth = 10000
-	// manyNames is the count past which an object's names go in a set.
-	manyNames = 32
+	// manyNames and manyNameBytes are the count and the size past which
+	// an object's names go in a set: jsontext's.
+	manyNames, manyNameBytes = 64, 1024
 )
 
 func closing(open byte) byte {
