@@ -18,7 +18,8 @@
 // one pass: admit.go checks a request's and a response's HTTP framing,
 // sse.go an SSE stream's, and message.go holds every decision about what
 // the gateway reads of a message, both ways (readRequest,
-// readUpstreamMessage). ServeHTTP, in gateway.go, only opens and seals
+// readUpstreamMessage), on the mechanics of valid.go (what is valid JSON)
+// and object.go (a message's members). ServeHTTP, in gateway.go, only opens and seals
 // what they return: read or refuse, open, forward, read the answer or
 // refuse it, seal, write.
 //

@@ -12,10 +12,11 @@ import (
 	"github.com/stateseal/stateseal/mrtr"
 )
 
-// The gateway reads JSON-RPC messages with go-json-experiment's defaults,
-// stricter than encoding/json's: member names match exactly (encoding/json
-// folds case into struct fields), a name given twice and invalid UTF-8 are
-// errors. So the method, target and requestState it checks are the ones an
+// The gateway reads JSON-RPC messages as go-json-experiment's jsontext
+// does with its defaults (its own loops in valid.go and object.go, held to
+// jsontext's answers), stricter than encoding/json: member names match
+// exactly (encoding/json folds case into struct fields), a name given
+// twice and invalid UTF-8 are errors. So the method, target and requestState it checks are the ones an
 // upstream in any language reads, whichever of two duplicates that
 // upstream's parser would keep: a message the gateway cannot read one way
 // only is refused, never passed on unchecked.
