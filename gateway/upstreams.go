@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -59,6 +60,18 @@ func (g *Gateway) pick() int {
 func dialFailed(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// localDialError reports whether a failed dial failed on this machine,
+// before any packet left: out of file descriptors (EMFILE, ENFILE), of
+// ephemeral ports (EADDRNOTAVAIL), of buffers or memory.
+func localDialError(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.EADDRNOTAVAIL, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *Gateway) eject(k int, err error) {
@@ -154,7 +167,15 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return resp, err
 		}
-		g.eject(k, err)
+		if localDialError(err) {
+			// This machine is out of descriptors or ports: the upstream
+			// is not at fault, and out of turn it would only send the
+			// load to others. The next one may still connect (ports are
+			// per destination).
+			g.logger().Error("sealgate: cannot open a connection to an upstream: a limit of this machine (file descriptors, ports, memory); the upstream stays in turn", "upstream", g.Upstreams[k].Redacted(), "err", err)
+		} else {
+			g.eject(k, err)
+		}
 		if k = g.untried(tried); k < 0 {
 			if ex != nil && ex.single != nil && ex.single.mc != nil {
 				ex.single.mc.Release(context.WithoutCancel(req.Context()))
