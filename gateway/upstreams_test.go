@@ -93,21 +93,12 @@ func TestSingleUseNotOnDeadKeptAlive(t *testing.T) {
 	srv := httptest.NewUnstartedServer(up)
 	srv.Listener = &dyingListener{Listener: ln, dead: &dead}
 	srv.Start()
-	f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
-		g.Upstreams = []*url.URL{testkit.Must(url.Parse(srv.URL))}
-		o.SingleUse = mrtr.Targets("pay")
-		o.Replay = replay.NewMemory(0)
-	})
-	_, m := f.post(rpcCall(1, "tools/call", "pay", nil, ""), v2026)
-	tok, _ := resultOf(t, m)["requestState"].(string)
-	if tok == "" {
-		t.Fatalf("no state: %v", m)
-	}
+	f, tok := firstPay(t, func(g *Gateway) { g.Upstreams = []*url.URL{testkit.Must(url.Parse(srv.URL))} })
 	// Dead: the listener refuses, and the kept-alive connection resets
 	// when anything arrives on it.
 	dead.Store(true)
 	ln.Close()
-	_, m = f.post(rpcCall(2, "tools/call", "pay", nil, tok), v2026)
+	_, m := f.post(rpcCall(2, "tools/call", "pay", nil, tok), v2026)
 	e, _ := m["error"].(map[string]any)
 	if msg, _ := e["message"].(string); !strings.Contains(msg, "try again") {
 		t.Fatalf("with the upstream dead: %v, want upstream unavailable; try again", m)
@@ -174,20 +165,11 @@ func (c *dyingConn) Read(p []byte) (int, error) {
 // refused dial.
 func TestSingleUseNoTransportResend(t *testing.T) {
 	rt := recordingRT{next: http.DefaultTransport}
-	f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
-		g.Transport = &rt
-		o.SingleUse = mrtr.Targets("pay")
-		o.Replay = replay.NewMemory(0)
-	})
-	_, m := f.post(rpcCall(1, "tools/call", "pay", nil, ""), v2026)
-	tok, _ := resultOf(t, m)["requestState"].(string)
-	if tok == "" {
-		t.Fatalf("no state: %v", m)
-	}
+	f, tok := firstPay(t, func(g *Gateway) { g.Transport = &rt })
 	if !rt.getBody.Load() {
 		t.Fatal("a first round went out without a GetBody")
 	}
-	_, m = f.post(rpcCall(2, "tools/call", "pay", nil, tok), v2026)
+	_, m := f.post(rpcCall(2, "tools/call", "pay", nil, tok), v2026)
 	if resultOf(t, m) == nil {
 		t.Fatalf("the confirmation: %v", m)
 	}
@@ -204,4 +186,22 @@ type recordingRT struct {
 func (r *recordingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.getBody.Store(req.GetBody != nil)
 	return r.next.RoundTrip(req)
+}
+
+// firstPay starts a fixture whose tool "pay" is single use, with mod
+// setting the rest of the gateway, and returns it with the state of a
+// first round of "pay".
+func firstPay(t *testing.T, mod func(*Gateway)) (*fixture, string) {
+	t.Helper()
+	f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
+		mod(g)
+		o.SingleUse = mrtr.Targets("pay")
+		o.Replay = replay.NewMemory(0)
+	})
+	_, m := f.post(rpcCall(1, "tools/call", "pay", nil, ""), v2026)
+	tok, _ := resultOf(t, m)["requestState"].(string)
+	if tok == "" {
+		t.Fatalf("no state: %v", m)
+	}
+	return f, tok
 }
