@@ -3,7 +3,6 @@
 package gateway
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,7 +35,7 @@ func TestLocalDialErrorKeepsUpstreams(t *testing.T) {
 		}
 		return
 	}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	f := newFixture(t, stateReply, func(g *Gateway, _ *mrtr.Options) {
 		second := httptest.NewServer(&upstream{Reply: stateReply})
 		t.Cleanup(second.Close)
@@ -105,21 +103,4 @@ func TestLocalDialErrorKeepsUpstreams(t *testing.T) {
 	if _, m := f.post(rpcCall(3, "tools/call", "look", nil, ""), v2026); resultOf(t, m) == nil {
 		t.Fatalf("after the limit: %v", m)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
