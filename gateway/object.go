@@ -190,52 +190,26 @@ func (s *scanner) value() {
 	}
 }
 
-// memberName is the name a quoted member name spells: the names MCP
-// messages use are constants, so that most cost no allocation.
+// memberName is the name a quoted member name spells: one of
+// commonNames costs no allocation.
 func memberName(quoted []byte, escaped bool) (string, error) {
 	if escaped {
 		u, err := jsontext.AppendUnquote(nil, quoted)
 		return string(u), err
 	}
 	raw := quoted[1 : len(quoted)-1]
-	switch string(raw) {
-	case "jsonrpc":
-		return "jsonrpc", nil
-	case "id":
-		return "id", nil
-	case "method":
-		return "method", nil
-	case "params":
-		return "params", nil
-	case "result":
-		return "result", nil
-	case "error":
-		return "error", nil
-	case "_meta":
-		return "_meta", nil
-	case "name":
-		return "name", nil
-	case "uri":
-		return "uri", nil
-	case "arguments":
-		return "arguments", nil
-	case "requestState":
-		return "requestState", nil
-	case "inputResponses":
-		return "inputResponses", nil
-	case "inputRequests":
-		return "inputRequests", nil
-	case "resultType":
-		return "resultType", nil
-	case "content":
-		return "content", nil
-	case "structuredContent":
-		return "structuredContent", nil
-	case "isError":
-		return "isError", nil
+	for _, n := range commonNames {
+		if string(raw) == n {
+			return n, nil
+		}
 	}
 	return string(raw), nil
 }
+
+// commonNames are the member names of MCP messages, their params and
+// results.
+var commonNames = [...]string{"jsonrpc", "id", "method", "params", "result", "error", "_meta", "name", "uri",
+	"arguments", "requestState", "inputResponses", "inputRequests", "resultType", "content", "structuredContent", "isError"}
 
 // get returns member k.
 func (o object) get(k string) (jsontext.Value, bool) {
