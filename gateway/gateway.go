@@ -106,6 +106,7 @@ type Gateway struct {
 	// inFlight is the bytes of request body buffers held now.
 	inFlight atomic.Int64
 	sealLog  everySecond // a state that could not be sealed
+	localLog everySecond // a dial that failed on this machine
 }
 
 // Stats counts requests refused, responses rewritten and upstream
@@ -633,8 +634,9 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
 	}
+	// readUpstreamBody validated the body, and with it every message.
 	if !batch {
-		out, err := ex.rewriteMessage(body)
+		out, err := ex.rewriteMessage(body, true)
 		if err != nil || out == nil {
 			return body, err
 		}
@@ -642,7 +644,7 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 	}
 	changed := false
 	for i, raw := range msgs {
-		out, err := ex.rewriteMessage(raw)
+		out, err := ex.rewriteMessage(raw, true)
 		if err != nil {
 			return nil, err
 		}
@@ -658,8 +660,9 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 
 // rewriteMessage seals the state of one message from upstream if it is a
 // result that carries one. It returns nil if the message is unchanged.
-// A message that names a call of the exchange marks it answered.
-func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
+// A message that names a call of the exchange marks it answered. valid
+// says raw was validated already.
+func (ex *exchange) rewriteMessage(raw []byte, valid bool) ([]byte, error) {
 	if ex.single != nil && !hasState(raw) {
 		// The common case: the one call's response, without state,
 		// marked answered without being parsed.
@@ -669,7 +672,7 @@ func (ex *exchange) rewriteMessage(raw []byte) ([]byte, error) {
 		return nil, nil
 	}
 	ex.resolve()
-	u, err := readUpstreamMessage(raw)
+	u, err := readUpstreamMessage(raw, valid)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
 	}

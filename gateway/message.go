@@ -16,10 +16,11 @@ import (
 // does with its defaults (its own loops in valid.go and object.go, held to
 // jsontext's answers), stricter than encoding/json: member names match
 // exactly (encoding/json folds case into struct fields), a name given
-// twice and invalid UTF-8 are errors. So the method, target and requestState it checks are the ones an
-// upstream in any language reads, whichever of two duplicates that
-// upstream's parser would keep: a message the gateway cannot read one way
-// only is refused, never passed on unchecked.
+// twice and invalid UTF-8 are errors. So the method, target and
+// requestState it checks are the ones an upstream in any language reads,
+// whichever of two duplicates that upstream's parser would keep: a
+// message the gateway cannot read one way only is refused, never passed
+// on unchecked.
 //
 // This file is the gateway's reading of messages, both ways, and every
 // decision about what it reads: readRequest reads the client's body,
@@ -241,10 +242,15 @@ func passesUnread(ev []byte, allAnswered bool) bool {
 	return !hasState(ev) && (allAnswered || !bytes.Contains(ev, []byte(`"id"`)))
 }
 
-// readUpstreamMessage reads one message from upstream (valid JSON).
-func readUpstreamMessage(raw []byte) (upstreamMessage, error) {
+// readUpstreamMessage reads one message from upstream; valid says raw was
+// validated already (readUpstreamBody validates a JSON body whole).
+func readUpstreamMessage(raw []byte, valid bool) (upstreamMessage, error) {
 	var u upstreamMessage
-	m, err := parseObject(raw)
+	parse := parseObject
+	if valid {
+		parse = splitObject
+	}
+	m, err := parse(raw)
 	if err != nil {
 		return u, err
 	}

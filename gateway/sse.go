@@ -248,7 +248,7 @@ func (s *sseReader) process() {
 		s.out = append(s.out, ev...)
 		return
 	}
-	msg, err := s.ex.rewriteMessage(data)
+	msg, err := s.ex.rewriteMessage(data, false)
 	if err != nil {
 		s.fail(err)
 		return

@@ -172,7 +172,10 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			// is not at fault, and out of turn it would only send the
 			// load to others. The next one may still connect (ports are
 			// per destination).
-			g.logger().Error("sealgate: cannot open a connection to an upstream: a limit of this machine (file descriptors, ports, memory); the upstream stays in turn", "upstream", g.Upstreams[k].Redacted(), "err", err)
+			// Logged at most once a second: every request meets it.
+			if g.localLog.allow() {
+				g.logger().Error("sealgate: cannot open a connection to an upstream: a limit of this machine (file descriptors, ports, memory); the upstream stays in turn", "upstream", g.Upstreams[k].Redacted(), "err", err)
+			}
 		} else {
 			g.eject(k, err)
 		}
