@@ -19,9 +19,12 @@
 // sse.go an SSE stream's, and message.go holds every decision about what
 // the gateway reads of a message, both ways (readRequest,
 // readUpstreamMessage), on the mechanics of valid.go (what is valid JSON)
-// and object.go (a message's members). ServeHTTP, in gateway.go, only opens and seals
-// what they return: read or refuse, open, forward, read the answer or
-// refuse it, seal, write.
+// and object.go (a message's members). ServeHTTP, in gateway.go, only
+// opens and seals what they return: read or refuse, open, forward, read
+// the answer or refuse it, seal, write. forward.go forwards, on its own
+// rather than through httputil.ReverseProxy: it sends the request the
+// gateway read and gives the client only what the gateway read of the
+// answer (no 1xx response, no trailer, no upgrade).
 //
 // docs/GATEWAY.md has the deployment guide.
 package gateway

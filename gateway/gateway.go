@@ -1,14 +1,11 @@
 package gateway
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"sync"
@@ -96,7 +93,6 @@ type Gateway struct {
 	states atomic.Pointer[mrtr.States] // nil until a keyset is loaded
 	dog    watchdog
 	once   sync.Once
-	proxy  *httputil.ReverseProxy
 	next   atomic.Uint64
 
 	transport http.RoundTripper // Transport, or the default
@@ -148,31 +144,22 @@ func (g *Gateway) init() {
 		for _, t := range g.KnownTargets {
 			g.known[t] = true
 		}
-		g.proxy = &httputil.ReverseProxy{
-			Rewrite:        g.rewrite,
-			Transport:      failover{g},
-			ModifyResponse: g.modifyResponse,
-			ErrorHandler:   g.errorHandler,
-			ErrorLog:       slog.NewLogLogger(g.logger().Handler(), slog.LevelWarn),
-			BufferPool:     bufferPool{},
-		}
 	})
 }
 
 // exchange is what the gateway knows of one request while its response
 // comes back: the calls it made, by JSON-RPC id.
 type exchange struct {
-	g           *Gateway
-	calls       map[string]*call
-	single      *call  // the one call of a request that is not a batch
-	lazy        []byte // the request, if inspect left it unread
-	sent        []byte // the body sent upstream, if the gateway read it
-	upstream    int    // the index of the upstream chosen
-	version     string // MCP-Protocol-Version
-	r           *http.Request
-	w           *watched    // for the idle timeout
-	out         flushWriter // the client's ResponseWriter
-	trailerless             // the response body as ReverseProxy copies it
+	g        *Gateway
+	calls    map[string]*call
+	single   *call  // the one call of a request that is not a batch
+	lazy     []byte // the request, if inspect left it unread
+	sent     []byte // the body sent upstream, if the gateway read it
+	upstream int    // the index of the upstream chosen
+	version  string // MCP-Protocol-Version
+	r        *http.Request
+	w        *watched    // for the idle timeout
+	out      flushWriter // the client's ResponseWriter
 }
 
 // A call is one JSON-RPC request sent upstream.
@@ -207,8 +194,6 @@ func (g *Gateway) principal(r *http.Request) string {
 	return p
 }
 
-type exchangeKey struct{}
-
 const (
 	headerVersion = "Mcp-Protocol-Version"
 	headerSession = "Mcp-Session-Id"
@@ -217,8 +202,8 @@ const (
 
 // ServeHTTP proxies one request, in one pass: read the request or
 // refuse it (admitRequest, then the message reader), open its state,
-// forward it, read the answer or refuse it (modifyResponse, admitResponse),
-// seal, write. A JSON answer is read whole; an SSE stream is read, sealed
+// forward it (forward.go), read the answer or refuse it (readResponse,
+// admitResponse), seal, write. A JSON answer is read whole; an SSE stream is read, sealed
 // and written event by event.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
@@ -252,20 +237,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, status, errorMessage(refusal.id, refusal.rpcError))
 			return
 		}
-		// The upstream gets what the gateway read, in one form.
-		r.Body = io.NopCloser(bytes.NewReader(out))
 		ex.sent = out
-		r.ContentLength = int64(len(out))
-		r.Header.Set("Content-Length", strconv.Itoa(len(out)))
-		r.Header["Content-Type"] = jsonType
-		delete(r.Header, "Content-Encoding")
 	}
-	ex.out.ResponseWriter = w
-	defer ex.out.stop() // no header timer touches w once ServeHTTP returns (flush.go)
-	g.proxy.ServeHTTP(&ex.out, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
-	if ex.w != nil {
-		g.dog.unwatch(ex.w)
-	}
+	g.forward(ex, w, r, passthrough)
 }
 
 // progress says something arrived from upstream, for the idle timeout.
@@ -477,151 +451,6 @@ var (
 	identityEncoding = []string{"identity"}
 )
 
-// rewrite directs a request upstream.
-func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	k := g.pick()
-	u := g.Upstreams[k]
-	if ex, _ := pr.In.Context().Value(exchangeKey{}).(*exchange); ex != nil {
-		ex.upstream = k
-	}
-	pr.SetURL(u)
-	pr.Out.Host = u.Host
-	pr.SetXForwarded()
-	// Compression would hide a state from the gateway's reading, in a
-	// JSON body or an SSE stream: what comes back otherwise is refused.
-	pr.Out.Header["Accept-Encoding"] = identityEncoding
-	// Never trailers: a pass-through request's undeclared ones arrive
-	// after it was forwarded, unread (ServeHTTP refuses the others).
-	pr.Out.Trailer = nil
-	// One Mcp-Session-Id, the one states are bound to: no other
-	// spelling a server may read as the same (Mcp_Session_Id).
-	for k := range pr.Out.Header {
-		if k != headerSession && sameHeader(k, "mcp-session-id") {
-			delete(pr.Out.Header, k)
-		}
-	}
-	if g.StripAuthorization {
-		pr.Out.Header.Del("Authorization")
-	}
-	if g.Principal != nil {
-		g.Principal.Forward(pr.In, pr.Out)
-	}
-}
-
-func (g *Gateway) modifyResponse(resp *http.Response) (err error) {
-	// Outermost, so that only ReverseProxy's goroutine reads and closes
-	// the wrapper (the idle watchdog closes the body inside it).
-	ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
-	defer func() {
-		if err == nil {
-			dropTrailers(resp, ex)
-		}
-	}()
-	if ex == nil {
-		return nil
-	}
-	kind, err := admitResponse(resp)
-	if err != nil {
-		return err
-	}
-	if ex.r.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
-		kind = respEmpty // no body, whatever its headers say
-	}
-	if g.IdleTimeout > 0 {
-		ex.w = &watched{body: resp.Body}
-		ex.progress()
-		g.dog.watch(ex.w, g.IdleTimeout)
-	}
-	switch kind {
-	case respSSE:
-		resp.Body = newSSEReader(resp.Body, ex)
-		resp.Header.Del("Content-Length")
-		// The gateway flushes the stream itself (flushWriter): the
-		// headers with the first event (alone if it is late, flush.go),
-		// then every event. ReverseProxy would too, for
-		// a response it sees as a stream (this Content-Type, or no
-		// length), but it starts a timer per response for it, which
-		// fires at once in a goroutine of its own: about 10 µs of
-		// latency per request on a two-core machine (BENCHMARKS.md). So
-		// the Content-Type goes to the client's headers directly, and
-		// the response ReverseProxy copies has a length that is not -1
-		// (it reads neither after choosing how to flush).
-		ex.out.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		resp.Header.Del("Content-Type")
-		resp.ContentLength = 0
-		ex.out.stream = true
-	case respJSON, respOther:
-		untyped := len(resp.Header["Content-Type"]) == 0
-		body, err := readBoundedIdle(resp.Body, g.MaxResponseBytes, ex)
-		resp.Body.Close()
-		if err != nil && ex.w != nil && ex.w.timedOut.Load() {
-			err = errIdle
-		}
-		if err != nil {
-			if errors.Is(err, errTooLarge) {
-				return fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
-			}
-			return fmt.Errorf("%w: %w", errUpstreamRead, err)
-		}
-		if untyped && !looksJSON(body) {
-			kind = respOther // read as a body of another type
-		}
-		out := body
-		if kind == respOther {
-			err = checkOther(body)
-		} else {
-			out, err = ex.rewriteBody(body)
-		}
-		if err != nil {
-			return err
-		}
-		resp.Body = io.NopCloser(bytes.NewReader(out))
-		resp.ContentLength = int64(len(out))
-		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	}
-	return nil
-}
-
-// dropTrailers keeps an upstream's trailers from the client: a trailer
-// is a header sent after the body, which the gateway does not read, so a
-// plaintext state could reach the client there. An MCP response needs
-// none. ReverseProxy announces resp.Trailer's names before the body and
-// sends the values the transport merges into it at the body's end, so
-// both are cleared: now, and when the body ends or is closed. It wraps
-// the body ReverseProxy copies, which only ReverseProxy's goroutine reads
-// and closes. The wrapper is the exchange's own, so that it costs no
-// allocation.
-func dropTrailers(resp *http.Response, ex *exchange) {
-	var t *trailerless
-	if ex != nil {
-		t = &ex.trailerless
-	} else {
-		t = new(trailerless)
-	}
-	resp.Trailer = nil
-	t.ReadCloser, t.resp = resp.Body, resp
-	resp.Body = t
-}
-
-type trailerless struct {
-	io.ReadCloser
-	resp *http.Response
-}
-
-func (t *trailerless) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if err != nil {
-		t.resp.Trailer = nil
-	}
-	return n, err
-}
-
-func (t *trailerless) Close() error {
-	err := t.ReadCloser.Close()
-	t.resp.Trailer = nil
-	return err
-}
-
 var (
 	errUpstreamResponse = errors.New("malformed upstream response")
 	errUpstreamRead     = errors.New("upstream response failed")
@@ -734,46 +563,10 @@ func methodOf(c *call) string {
 	return c.req.Method
 }
 
-// errorHandler answers a request whose upstream failed: a JSON-RPC error
-// for its call if it was one.
-func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
-	g.Stats.UpstreamErrors.Add(1)
-	status, msg := http.StatusBadGateway, "upstream unavailable"
-	switch {
-	case errors.Is(err, errNoUpstream):
-		msg = errNoUpstream.Error()
-	case errors.Is(err, errUpstreamResponse):
-		g.Stats.Malformed.Add(1)
-		msg = errUpstreamResponse.Error()
-	case errors.Is(err, errIdle), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		status, msg = http.StatusGatewayTimeout, "upstream timed out"
-	}
-	g.logger().Warn("sealgate: upstream failed", "status", status, "err", err)
-	if ex == nil || ex.calls == nil {
-		http.Error(w, msg, status)
-		return
-	}
-	ex.resolve()
-	var id jsontext.Value
-	if ex.single != nil {
-		id = ex.single.id
-	}
-	writeJSON(w, status, errorMessage(id, rpcError{Code: codeInternalError, Message: msg}))
-}
-
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
 }
-
-// bufferPool lends the proxy its copy buffers.
-type bufferPool struct{}
-
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
 
 var errTooLarge = errors.New("too large")
 

@@ -25,13 +25,16 @@ import (
 )
 
 type fixture struct {
-	t    *testing.T
-	up   *upstream
-	gw   *Gateway
-	url  string
-	ring *keyring.Ring
-	o    *mrtr.Options
-	hc   *http.Client
+	t   *testing.T
+	up  *upstream
+	gw  *Gateway
+	url string
+	// upURL is the upstream's own address, for a request that skips
+	// the gateway.
+	upURL string
+	ring  *keyring.Ring
+	o     *mrtr.Options
+	hc    *http.Client
 }
 
 func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map[string]any), mod func(*Gateway, *mrtr.Options)) *fixture {
@@ -58,7 +61,7 @@ func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map
 	g.SetStates(st)
 	gs := httptest.NewServer(g)
 	t.Cleanup(gs.Close)
-	return &fixture{t: t, up: up, gw: g, url: gs.URL + "/mcp", ring: ring, o: o}
+	return &fixture{t: t, up: up, gw: g, url: gs.URL + "/mcp", upURL: us.URL + "/mcp", ring: ring, o: o}
 }
 
 // The shared test ends of JSON-RPC over HTTP, by the names these tests use.

@@ -322,3 +322,21 @@ func (ex *exchange) allAnswered() bool {
 	}
 	return true
 }
+
+// writeTo writes the stream to w event by event, each in one Write,
+// until it ends; it fails only if w does.
+func (b *sseBody) writeTo(w io.Writer) error {
+	s := b.s
+	for {
+		s.out, s.off = s.out[:0], 0
+		if s.done {
+			return nil
+		}
+		s.next()
+		if len(s.out) > 0 {
+			if _, err := w.Write(s.out); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -115,36 +114,28 @@ func (g *Gateway) probe(k int) {
 	}
 }
 
-// failover is the proxy's transport: it sends a request to the upstream
-// rewrite chose, and, while upstreams refuse the connection, to the next.
-type failover struct{ g *Gateway }
-
-func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
-	g := f.g
-	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
-	k := -1
-	var body []byte
-	replayable := req.Body == nil || req.Body == http.NoBody
-	single := ex != nil && ex.single != nil && ex.single.mc != nil && ex.single.mc.Used()
-	if ex != nil {
-		k = ex.upstream
-		if ex.sent != nil {
-			body, replayable = ex.sent, true
-			// The transport may then send it again on a fresh connection
-			// when a reused one fails before anything is written. Not with
-			// Idempotency-Key or X-Idempotency-Key (headers the client
-			// chooses): with a GetBody, net/http counts such a POST
-			// replayable, and sends it again after a connection cut once
-			// it was written, when the upstream may have acted on it: a
-			// single-use state would run twice. Nor for a single-use
-			// state at all: HTTP/2 sends a request again, on a new
-			// connection, after a stream reset (RST_STREAM) that may
-			// come once the upstream acted on it; without a GetBody it
-			// cannot, and the only resend is the failover's below, after
-			// a refused dial.
-			if !idempotencyKey(req.Header) && !single {
-				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-			}
+// roundTrip sends req to the upstream outRequest chose, and, while
+// upstreams refuse the connection, to the next.
+func (g *Gateway) roundTrip(ex *exchange, req *http.Request) (*http.Response, error) {
+	k := ex.upstream
+	body := ex.sent
+	replayable := req.Body == nil || body != nil
+	single := ex.single != nil && ex.single.mc != nil && ex.single.mc.Used()
+	if body != nil {
+		// The transport may then send it again on a fresh connection
+		// when a reused one fails before anything is written. Not with
+		// Idempotency-Key or X-Idempotency-Key (headers the client
+		// chooses): with a GetBody, net/http counts such a POST
+		// replayable, and sends it again after a connection cut once
+		// it was written, when the upstream may have acted on it: a
+		// single-use state would run twice. Nor for a single-use
+		// state at all: HTTP/2 sends a request again, on a new
+		// connection, after a stream reset (RST_STREAM) that may
+		// come once the upstream acted on it; without a GetBody it
+		// cannot, and the only resend is the failover's below, after
+		// a refused dial.
+		if !idempotencyKey(req.Header) && !single {
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		}
 	}
 	transport := g.transport
@@ -157,9 +148,6 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	tried := make([]bool, len(g.Upstreams))
 	for {
 		resp, err := transport.RoundTrip(req)
-		if k < 0 {
-			return resp, err
-		}
 		tried[k] = true
 		if err == nil || !dialFailed(err) || !replayable {
 			if err == nil {
@@ -180,19 +168,14 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			g.eject(k, err)
 		}
 		if k = g.untried(tried); k < 0 {
-			if ex != nil && ex.single != nil && ex.single.mc != nil {
+			if ex.single != nil && ex.single.mc != nil {
 				ex.single.mc.Release(context.WithoutCancel(req.Context()))
 			}
 			return nil, errors.Join(errNoUpstream, err)
 		}
+		ex.upstream = k
 		next := req.Clone(req.Context())
-		if ex != nil {
-			u := *ex.r.URL
-			next.URL = &u
-		}
-		pr := &httputil.ProxyRequest{In: ex.r, Out: next}
-		pr.SetURL(g.Upstreams[k])
-		next.Host = g.Upstreams[k].Host
+		g.direct(next, ex.r, k)
 		if body != nil {
 			next.Body = io.NopCloser(bytes.NewReader(body))
 		}
