@@ -46,6 +46,19 @@ func (g *Gateway) admitRequest(r *http.Request) (passthrough bool, err *framingE
 		// Content-Encoding): the gateway takes none, on any path.
 		return false, refuseFraming(http.StatusBadRequest, "a request with trailers: the gateway does not take request trailers")
 	}
+	if name, ok := g.connectionNamesRead(r.Header); ok {
+		// The header would be removed before the upstream (a proxy
+		// removes what Connection names), after the gateway read it:
+		// a state bound to this session or principal would run
+		// upstream without it.
+		return false, refuseFraming(http.StatusBadRequest, "Connection names %s, a header the gateway reads: it would not reach the upstream", name)
+	}
+	if !cleanPath(r.URL.Path) {
+		// An upstream that resolves dot segments would serve another
+		// path than the gateway matched (-passthrough) and the one its
+		// base path names.
+		return false, refuseFraming(http.StatusBadRequest, "path %q: want a clean absolute path (no . or .. segment, no //)", short(r.URL.Path))
+	}
 	if v := r.Header[headerSession]; len(v) > 1 {
 		// The state would be bound to one value; the upstream might read
 		// another, or all of them joined.
@@ -80,6 +93,43 @@ func (g *Gateway) passThrough(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// connectionNamesRead returns the first header r's Connection header
+// names that the gateway reads from the request: the session, the
+// protocol version, the credentials, the principal header, the framing.
+func (g *Gateway) connectionNamesRead(h http.Header) (string, bool) {
+	for _, v := range h["Connection"] {
+		for t := range strings.SplitSeq(v, ",") {
+			name := http.CanonicalHeaderKey(strings.TrimSpace(t))
+			switch name {
+			case headerSession, headerVersion, "Authorization", "Content-Type", "Content-Length", "Content-Encoding":
+				return name, true
+			}
+			if hp, ok := g.Principal.(*HeaderPrincipal); ok && name == http.CanonicalHeaderKey(hp.Header) {
+				return name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// cleanPath reports whether p is absolute with no dot segment and no
+// empty one but a trailing slash. It is the decoded path, so an escaped
+// dot or slash (%2e, %2F) is checked as the upstream may decode it.
+func cleanPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	rest := p[1:]
+	for rest != "" {
+		seg, next, more := strings.Cut(rest, "/")
+		if seg == "." || seg == ".." || seg == "" && more {
+			return false
+		}
+		rest = next
+	}
+	return true
 }
 
 // CheckPassThrough reports a path that cannot be listed in

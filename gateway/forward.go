@@ -42,6 +42,17 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// gatewayHeaders are the headers the gateway reads or sets on a request
+// it forwards, folded as CGI and WSGI servers compare names (headerFold).
+var gatewayHeaders = map[string]bool{
+	"mcp-session-id": true, "mcp-protocol-version": true, "authorization": true,
+	"content-type": true, "content-length": true, "content-encoding": true,
+	"transfer-encoding": true, "accept-encoding": true, "expect": true,
+	"forwarded": true, "x-forwarded-for": true, "x-forwarded-host": true, "x-forwarded-proto": true,
+	"connection": true, "proxy-connection": true, "keep-alive": true, "proxy-authorization": true,
+	"te": true, "trailer": true, "upgrade": true, "http2-settings": true, "host": true,
+}
+
 // removeHopByHop removes from h the hop-by-hop headers, and those its
 // Connection header names.
 func removeHopByHop(h http.Header) {
@@ -99,10 +110,12 @@ func (g *Gateway) outRequest(ex *exchange, r *http.Request, passthrough bool) *h
 	// Compression would hide a state from the gateway's reading, in a
 	// JSON body or an SSE stream: what comes back otherwise is refused.
 	h["Accept-Encoding"] = identityEncoding
-	// One Mcp-Session-Id, the one states are bound to: no other
-	// spelling a server may read as the same (Mcp_Session_Id).
+	// One spelling of each header the gateway reads or sets: CGI and
+	// WSGI servers read Mcp_Session_Id as Mcp-Session-Id, X_Forwarded_For
+	// as X-Forwarded-For (net/http has made every other spelling
+	// canonical already, so only a name with '_' can be another).
 	for k := range h {
-		if k != headerSession && sameHeader(k, "mcp-session-id") {
+		if strings.IndexByte(k, '_') >= 0 && gatewayHeaders[headerFold(k)] {
 			delete(h, k)
 		}
 	}
@@ -130,12 +143,14 @@ func (g *Gateway) direct(out, in *http.Request, k int) {
 }
 
 // cleanQuery re-encodes a query that has a parameter Go's url.ParseQuery
-// drops (a semicolon, a bad escape), so that an upstream cannot read a
+// drops (a semicolon, a bad escape) or a '#', so that an upstream cannot read a
 // parameter the gateway's reading skipped; as ReverseProxy does.
 func cleanQuery(s string) string {
 	for i := 0; i < len(s); {
 		switch s[i] {
-		case ';':
+		case ';', '#':
+			// '#' would end the query for an upstream that parses the
+			// target as a URL.
 			return reencode(s)
 		case '%':
 			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
@@ -192,9 +207,16 @@ func (g *Gateway) forward(ex *exchange, w http.ResponseWriter, r *http.Request, 
 		g.upstreamFailed(w, ex, err)
 		return
 	}
-	if ex.w != nil {
-		defer g.dog.unwatch(ex.w)
-	}
+	// readResponse watches the response for the idle timeout; it ends
+	// with the exchange, whatever the way out.
+	defer func() {
+		if ex.w != nil {
+			g.dog.unwatch(ex.w)
+		}
+	}()
+	// Before the response is read: the headers the gateway reads its
+	// framing from are the ones the client gets.
+	removeHopByHop(resp.Header)
 	body, stream, err := g.readResponse(ex, resp)
 	if err != nil {
 		resp.Body.Close()
@@ -203,7 +225,6 @@ func (g *Gateway) forward(ex *exchange, w http.ResponseWriter, r *http.Request, 
 	}
 	ex.out.ResponseWriter = w
 	defer ex.out.stop() // no header timer touches w once ServeHTTP returns (flush.go)
-	removeHopByHop(resp.Header)
 	dst := ex.out.Header()
 	for k, vv := range resp.Header {
 		dst[k] = append(dst[k], vv...)

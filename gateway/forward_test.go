@@ -3,17 +3,20 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/netip"
 	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
@@ -67,6 +70,11 @@ func TestForwardedHeaders(t *testing.T) {
 		"X-Forwarded-For: 6.6.6.6",
 		"X-Forwarded-Host: evil.example",
 		"X-Forwarded-Proto: https",
+		// Other spellings a CGI or WSGI server reads as the same.
+		"X_Forwarded_For: 6.6.6.6",
+		"Content_Encoding: gzip",
+		"Mcp_Protocol_Version: 2025-03-26",
+		"Transfer_Encoding: chunked",
 		"X-Kept: 1",
 	}, body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"result"`) {
@@ -76,6 +84,11 @@ func TestForwardedHeaders(t *testing.T) {
 	for _, k := range []string{"X-Secret", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Te", "Forwarded", "User-Agent"} {
 		if v, ok := h[k]; ok {
 			t.Errorf("upstream got %s: %q", k, v)
+		}
+	}
+	for k, v := range h {
+		if strings.Contains(k, "_") {
+			t.Errorf("upstream got %s: %q, another spelling of a header the gateway sets or reads", k, v)
 		}
 	}
 	if h.Get("X-Kept") != "1" {
@@ -161,5 +174,84 @@ func TestFailoverQueryCleaned(t *testing.T) {
 	defer mu.Unlock()
 	if resp.StatusCode != http.StatusOK || len(queries) != 1 || queries[0] != "d=4" {
 		t.Fatalf("%d %s: upstream got queries %q, want [d=4]", resp.StatusCode, b, queries)
+	}
+}
+
+// TestConnectionNamingReadHeaders: a Connection header naming a header
+// the gateway reads (the session a state is bound to, the credentials,
+// the principal header, the framing) is refused: a proxy removes what
+// Connection names, so the state would run upstream without it.
+func TestConnectionNamingReadHeaders(t *testing.T) {
+	f := newFixture(t, stateReply, func(g *Gateway, _ *mrtr.Options) {
+		g.Principal = &HeaderPrincipal{Header: "X-Forwarded-User", Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	})
+	base := strings.TrimSuffix(f.url, "/mcp")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"a":1}}}`
+	hdrs := []string{"Mcp-Session-Id: S1", "X-Forwarded-User: alice", "Authorization: Bearer x"}
+	if resp, b := rawPost(t, base, "/mcp", hdrs, call); resp.StatusCode != http.StatusOK {
+		t.Fatalf("without Connection: %d %s", resp.StatusCode, b)
+	}
+	before := f.up.Calls.Load()
+	for _, named := range []string{"Mcp-Session-Id", "mcp-session-id", "Mcp-Protocol-Version", "Authorization", "X-Forwarded-User", "Content-Type", "Content-Length"} {
+		resp, b := rawPost(t, base, "/mcp", append(hdrs, "Connection: keep-alive, "+named), call)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "Connection names") {
+			t.Errorf("Connection: %s: %d %s, want 400", named, resp.StatusCode, b)
+		}
+	}
+	if n := f.up.Calls.Load() - before; n != 0 {
+		t.Fatalf("the upstream got %d of the refused requests", n)
+	}
+}
+
+// TestUncleanPathRefused: a path with a dot segment or an empty one
+// (decoded: %2e and %2F count) is refused, so that an upstream that
+// resolves it cannot serve a path outside its base, or another than the
+// one a -passthrough entry matched.
+func TestUncleanPathRefused(t *testing.T) {
+	f := newFixture(t, stateReply, nil)
+	base := strings.TrimSuffix(f.url, "/mcp")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for _, target := range []string{"/../tenantB/mcp", "/mcp/./x", "//evil.example/mcp", "/a/%2e%2e/mcp", "/a%2F..%2Fmcp", "/mcp/..", "/a//mcp"} {
+		resp, b := rawPost(t, base, target, nil, call)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "clean absolute path") {
+			t.Errorf("%s: %d %s, want 400", target, resp.StatusCode, b)
+		}
+	}
+	if n := f.up.Calls.Load(); n != 0 {
+		t.Fatalf("the upstream got %d of the refused requests", n)
+	}
+	for _, target := range []string{"/mcp", "/mcp/", "/a/.well-known/x"} {
+		if resp, b := rawPost(t, base, target, nil, call); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s, want 200", target, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestWatchdogReleased: an exchange leaves the idle watchdog when it
+// ends, whether its answer was read, refused or streamed: a finished
+// request held until IdleTimeout would be memory any client could add
+// to at its request rate.
+func TestWatchdogReleased(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			writeJSONValue(w, result(msg, map[string]any{}))
+		case "ping":
+			w.Header().Set("Content-Type", "application/json-seq") // refused
+			io.WriteString(w, "{}")
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: message\ndata: "+string(testkit.Must(json.Marshal(result(msg, map[string]any{}))))+"\n\n")
+		}
+	}, func(g *Gateway, _ *mrtr.Options) { g.IdleTimeout = time.Hour })
+	base := strings.TrimSuffix(f.url, "/mcp")
+	for i, m := range []string{"tools/list", "ping", "resources/list"} {
+		rawPost(t, base, "/mcp", nil, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"`+m+`"}`)
+		f.gw.dog.mu.Lock()
+		n := len(f.gw.dog.watched)
+		f.gw.dog.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("after %s, the watchdog still holds %d exchanges", m, n)
+		}
 	}
 }

@@ -24,7 +24,6 @@ type sseReader struct {
 	br   *bufio.Reader
 	ex   *exchange
 	out  []byte
-	off  int
 	ev   []byte
 	done bool
 	bom  bool // at the start of the stream, where a BOM may be
@@ -37,16 +36,9 @@ var sseReaders = sync.Pool{New: func() any { return &sseReader{br: bufio.NewRead
 // maxPooledEvent bounds the event buffer a pooled reader keeps.
 const maxPooledEvent = 64 << 10
 
-// sseBody is the response body the client gets: a pooled sseReader, given
-// back on the first Close.
+// sseBody is the stream the client gets, written by writeTo: a pooled
+// sseReader, given back on the first Close.
 type sseBody struct{ s *sseReader }
-
-func (b *sseBody) Read(p []byte) (int, error) {
-	if b.s == nil {
-		return 0, io.ErrClosedPipe
-	}
-	return b.s.Read(p)
-}
 
 func (b *sseBody) Close() error {
 	if b.s == nil {
@@ -59,7 +51,7 @@ func (b *sseBody) Close() error {
 
 func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
 	s := sseReaders.Get().(*sseReader)
-	s.src, s.ex, s.done, s.off, s.bom = src, ex, false, 0, true
+	s.src, s.ex, s.done, s.bom = src, ex, false, true
 	s.br.Reset(src)
 	s.out, s.ev = s.out[:0], s.ev[:0]
 	return &sseBody{s}
@@ -78,19 +70,6 @@ func (s *sseReader) release() error {
 	}
 	sseReaders.Put(s)
 	return err
-}
-
-func (s *sseReader) Read(p []byte) (int, error) {
-	for s.off >= len(s.out) {
-		if s.done {
-			return 0, io.EOF
-		}
-		s.out, s.off = s.out[:0], 0
-		s.next()
-	}
-	n := copy(p, s.out[s.off:])
-	s.off += n
-	return n, nil
 }
 
 var errEventTooLarge = errors.New("an SSE event over the gateway's bound")
@@ -328,7 +307,7 @@ func (ex *exchange) allAnswered() bool {
 func (b *sseBody) writeTo(w io.Writer) error {
 	s := b.s
 	for {
-		s.out, s.off = s.out[:0], 0
+		s.out = s.out[:0]
 		if s.done {
 			return nil
 		}
