@@ -22,6 +22,7 @@ type health struct {
 	shutting *atomic.Bool
 	lastWarm atomic.Int64                  // UnixNano of the last JWKS fetch /readyz made
 	loader   atomic.Pointer[keyset.Loader] // nil: no -keyset, or not loaded yet
+	loadErr  atomic.Pointer[string]        // why the first load failed, until one succeeds
 }
 
 type healthReport struct {
@@ -51,7 +52,12 @@ func (h *health) report(ctx context.Context) healthReport {
 		notReady("shutting down")
 	}
 	if !h.g.Ready() {
-		notReady("no keyset loaded")
+		if e := h.loadErr.Load(); e != nil {
+			r.Keyset["error"] = *e
+			notReady("no keyset loaded: " + *e)
+		} else {
+			notReady("no keyset loaded")
+		}
 	}
 	if l := h.loader.Load(); l != nil {
 		kh := l.Health()

@@ -89,3 +89,32 @@ func TestHealthKeysetVanished(t *testing.T) {
 	}
 	waitFor(t, "ready again", r.ready)
 }
+
+// TestHealthKeysetNeverLoaded: a keyset that cannot be loaded at start
+// (here its KEK is missing: a configuration error, not an outage) keeps
+// the gateway unready and retrying, and /healthz says why, not only
+// that no keyset is loaded; once the KEK is back, it loads.
+func TestHealthKeysetNeverLoaded(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	ks := keysetDir(t)
+	kek := strings.TrimSuffix(ks, "keyset.json") + "stateseal.kek"
+	saved := testkit.Must(os.ReadFile(kek))
+	testkit.Check(os.Remove(kek))
+	r := startRun(t, "-upstream", up.URL, "-principal", "anonymous", "-keyset", ks)
+	var rep healthReport
+	waitFor(t, "/healthz naming the load error", func() bool {
+		resp, err := http.Get(r.admin + "/healthz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		rep = healthReport{}
+		return json.NewDecoder(resp.Body).Decode(&rep) == nil && rep.Keyset["error"] != nil
+	})
+	if rep.Ready || !strings.HasPrefix(rep.Status, "no keyset loaded: ") || !strings.Contains(rep.Status, "KEK") {
+		t.Fatalf("/healthz: %+v", rep)
+	}
+	testkit.Check(os.WriteFile(kek, saved, 0o600))
+	waitFor(t, "ready once the KEK is back", r.ready)
+}

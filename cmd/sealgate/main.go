@@ -188,7 +188,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
-		loadKeyset(ctx, c, g, o, metrics, log, &h.loader)
+		loadKeyset(ctx, c, g, o, metrics, log, h)
 	}()
 
 	select {
@@ -381,7 +381,7 @@ func checkKeysetLocation(ctx context.Context, c *Config) error {
 // loadKeyset loads the keyset, retrying until it loads or ctx ends, then
 // installs the States on g and follows the keyset's changes until ctx
 // ends.
-func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger, loader *atomic.Pointer[keyset.Loader]) {
+func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Options, m *otelmetrics.Metrics, log *slog.Logger, h *health) {
 	var ring *keyring.Ring
 	var l *keyset.Loader
 	if c.Keyset == "" {
@@ -397,6 +397,8 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 				break
 			}
 			log.Error("sealgate: cannot load the keyset; retrying", "err", err, "in", wait.String())
+			msg := err.Error()
+			h.loadErr.Store(&msg) // for /healthz, until a load succeeds
 			select {
 			case <-ctx.Done():
 				return
@@ -404,7 +406,8 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 			}
 			wait = min(2*wait, 30*time.Second)
 		}
-		loader.Store(l)
+		h.loader.Store(l)
+		h.loadErr.Store(nil)
 		if err := m.ObserveLoader(l, ring); err != nil {
 			log.Warn("sealgate: keyset metrics", "err", err)
 		}

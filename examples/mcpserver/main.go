@@ -60,7 +60,7 @@ func main() {
 	flag.StringVar(&c.replay, "replay", "memory", "where single use is recorded: memory, or a redis:// URL shared by a fleet (guard_timeout=500ms bounds each check; dial_timeout, read_timeout, pool_size, max_retries... tune the client)")
 	flag.DurationVar(&c.poll, "poll", 10*time.Second, "how often to poll the keyset (a Redis store also notifies)")
 	flag.DurationVar(&c.clockOffset, "clock-offset", 0, "run this instance's clock ahead (or behind) by this much: clock-skew tests only")
-	flag.BoolVar(&c.noSeal, "no-seal", false, "serve without the middleware, states in the clear: a baseline for load tests only")
+	flag.BoolVar(&c.noSeal, "no-seal", false, "serve without the middleware, states in the clear: for load baselines, or as the upstream behind sealgate (which seals for it); never exposed alone")
 	flag.Parse()
 	if err := run(c); err != nil {
 		log.Fatal(err)
@@ -101,7 +101,11 @@ func run(c config) error {
 // reports its health.
 func loadRing(ctx context.Context, c config) (*keyring.Ring, func() keyset.Health, error) {
 	if c.keyset == "" {
-		log.Printf("no -keyset: sealing with an in-memory key")
+		if c.noSeal {
+			log.Printf("-no-seal: states in the clear, sealed by nothing here (put sealgate in front)")
+		} else {
+			log.Printf("no -keyset: sealing with an in-memory key")
+		}
 		ring, err := keyring.Generate(keyring.AEAD)
 		return ring, func() keyset.Health { return keyset.Health{Ready: true} }, err
 	}
