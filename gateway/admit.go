@@ -57,7 +57,7 @@ func (g *Gateway) admitRequest(r *http.Request) (passthrough bool, err *framingE
 		// An upstream that resolves dot segments would serve another
 		// path than the gateway matched (-passthrough) and the one its
 		// base path names.
-		return false, refuseFraming(http.StatusBadRequest, "path %q: want a clean absolute path (no . or .. segment, no //)", short(r.URL.Path))
+		return false, refuseFraming(http.StatusBadRequest, "path %q: want a clean absolute path (no . or .. segment, no //, no ; \\ %% or control byte once decoded)", short(r.URL.Path))
 	}
 	if v := r.Header[headerSession]; len(v) > 1 {
 		// The state would be bound to one value; the upstream might read
@@ -103,7 +103,7 @@ func (g *Gateway) connectionNamesRead(h http.Header) (string, bool) {
 		for t := range strings.SplitSeq(v, ",") {
 			name := http.CanonicalHeaderKey(strings.TrimSpace(t))
 			switch name {
-			case headerSession, headerVersion, "Authorization", "Content-Type", "Content-Length", "Content-Encoding":
+			case headerSession, headerVersion, headerMethod, headerName, "Authorization", "Content-Type", "Content-Length", "Content-Encoding":
 				return name, true
 			}
 			if hp, ok := g.Principal.(*HeaderPrincipal); ok && name == http.CanonicalHeaderKey(hp.Header) {
@@ -114,12 +114,20 @@ func (g *Gateway) connectionNamesRead(h http.Header) (string, bool) {
 	return "", false
 }
 
-// cleanPath reports whether p is absolute with no dot segment and no
-// empty one but a trailing slash. It is the decoded path, so an escaped
-// dot or slash (%2e, %2F) is checked as the upstream may decode it.
+// cleanPath reports whether p is absolute with no dot segment, no empty
+// one but a trailing slash, and none of the bytes some server reads as
+// more than a byte: ';' (Tomcat cuts a segment's parameters, "..;", then
+// resolves the dots), '\' (a separator on some), '%' (an escape decoded
+// twice) and control bytes. It is the decoded path, so an escaped dot or
+// slash (%2e, %2F) is checked as the upstream may decode it.
 func cleanPath(p string) bool {
 	if !strings.HasPrefix(p, "/") {
 		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c == ';' || c == '\\' || c == '%' || c < 0x20 || c == 0x7f {
+			return false
+		}
 	}
 	rest := p[1:]
 	for rest != "" {

@@ -43,9 +43,10 @@ var hopHeaders = []string{
 }
 
 // gatewayHeaders are the headers the gateway reads or sets on a request
-// it forwards, folded as CGI and WSGI servers compare names (headerFold).
+// it forwards, folded as the most lenient server compares names
+// (headerFold).
 var gatewayHeaders = map[string]bool{
-	"mcp-session-id": true, "mcp-protocol-version": true, "authorization": true,
+	"mcp-session-id": true, "mcp-protocol-version": true, "mcp-method": true, "mcp-name": true, "authorization": true,
 	"content-type": true, "content-length": true, "content-encoding": true,
 	"transfer-encoding": true, "accept-encoding": true, "expect": true,
 	"forwarded": true, "x-forwarded-for": true, "x-forwarded-host": true, "x-forwarded-proto": true,
@@ -111,11 +112,12 @@ func (g *Gateway) outRequest(ex *exchange, r *http.Request, passthrough bool) *h
 	// JSON body or an SSE stream: what comes back otherwise is refused.
 	h["Accept-Encoding"] = identityEncoding
 	// One spelling of each header the gateway reads or sets: CGI and
-	// WSGI servers read Mcp_Session_Id as Mcp-Session-Id, X_Forwarded_For
-	// as X-Forwarded-For (net/http has made every other spelling
-	// canonical already, so only a name with '_' can be another).
+	// WSGI servers read Mcp_Session_Id as Mcp-Session-Id, PHP
+	// Mcp.Session.Id too (net/http has made the case canonical, so only
+	// a name with a byte other than a letter, a digit or '-' can be
+	// another spelling).
 	for k := range h {
-		if strings.IndexByte(k, '_') >= 0 && gatewayHeaders[headerFold(k)] {
+		if !plainHeader(k) && gatewayHeaders[headerFold(k)] {
 			delete(h, k)
 		}
 	}
@@ -289,6 +291,10 @@ func (g *Gateway) readResponse(ex *exchange, resp *http.Response) (body []byte, 
 	}
 	if untyped && !looksJSON(body) {
 		kind = respOther // read as a body of another type
+	} else if untyped {
+		// Read as JSON: the client is told so, rather than left to
+		// sniff a type of its own.
+		resp.Header["Content-Type"] = jsonType
 	}
 	if kind == respOther {
 		return body, nil, checkOther(body)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +77,8 @@ func TestForwardedHeaders(t *testing.T) {
 		"Content_Encoding: gzip",
 		"Mcp_Protocol_Version: 2025-03-26",
 		"Transfer_Encoding: chunked",
+		"X.Forwarded.For: 6.6.6.6", // PHP reads '.' as '_'
+		"Mcp.Protocol.Version: 2025-03-26",
 		"X-Kept: 1",
 	}, body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"result"`) {
@@ -87,7 +91,7 @@ func TestForwardedHeaders(t *testing.T) {
 		}
 	}
 	for k, v := range h {
-		if strings.Contains(k, "_") {
+		if strings.ContainsAny(k, "_.") {
 			t.Errorf("upstream got %s: %q, another spelling of a header the gateway sets or reads", k, v)
 		}
 	}
@@ -211,7 +215,11 @@ func TestUncleanPathRefused(t *testing.T) {
 	f := newFixture(t, stateReply, nil)
 	base := strings.TrimSuffix(f.url, "/mcp")
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
-	for _, target := range []string{"/../tenantB/mcp", "/mcp/./x", "//evil.example/mcp", "/a/%2e%2e/mcp", "/a%2F..%2Fmcp", "/mcp/..", "/a//mcp"} {
+	for _, target := range []string{"/../tenantB/mcp", "/mcp/./x", "//evil.example/mcp", "/a/%2e%2e/mcp", "/a%2F..%2Fmcp", "/mcp/..", "/a//mcp",
+		// Bytes some server reads as more: Tomcat cuts ";params" from a
+		// segment then resolves "..", some read '\' as '/', some decode
+		// twice.
+		"/..;/..;/tenantB/mcp", "/mcp/.;/x", "/a%5C..%5Cmcp", `/a\..\mcp`, "/%252e%252e/mcp", "/mcp%00", "/mcp%0a"} {
 		resp, b := rawPost(t, base, target, nil, call)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "clean absolute path") {
 			t.Errorf("%s: %d %s, want 400", target, resp.StatusCode, b)
@@ -253,5 +261,45 @@ func TestWatchdogReleased(t *testing.T) {
 		if n != 0 {
 			t.Fatalf("after %s, the watchdog still holds %d exchanges", m, n)
 		}
+	}
+}
+
+// TestRoutingHeadersMatchBody: MCP 2026-07-28 clients name the method
+// and the target in Mcp-Method and Mcp-Name too, for routing. A state
+// bound to one tool is refused beside headers naming another (an
+// upstream routing by the header would run that tool with it), and a
+// first round whose headers name another tool gets no state sealed
+// under the body's binding.
+func TestRoutingHeadersMatchBody(t *testing.T) {
+	var routed atomic.Value
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		routed.Store(r.Header.Get("Mcp-Name")) // an upstream that routes by the header
+		stateReply(w, r, msg)
+	}, nil)
+	send := func(id int, name string, state string) (int, map[string]any) {
+		params := map[string]any{"name": "book", "arguments": map[string]any{"a": 1}}
+		if state != "" {
+			params["requestState"] = state
+		}
+		return f.post(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params},
+			map[string]string{headerMethod: "tools/call", headerName: name})
+	}
+	_, first := send(1, "book", "")
+	tok, _ := resultOf(t, first)["requestState"].(string)
+	if tok == "" || strings.HasPrefix(tok, "plain:") {
+		t.Fatalf("first round: %v", first)
+	}
+	calls := f.up.Calls.Load()
+	if status, m := send(2, "pay", tok); status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m), "Mcp-Name header does not match") {
+		t.Fatalf("a book state beside Mcp-Name: pay: %d %v", status, m)
+	}
+	if f.up.Calls.Load() != calls {
+		t.Fatal("the upstream got the refused retry")
+	}
+	if _, m := send(3, "pay", ""); !strings.Contains(fmt.Sprint(m), "cannot seal requestState") {
+		t.Fatalf("a first round routed to pay, sealed as book's: %v", m)
+	}
+	if status, m := send(4, "book", tok); status != http.StatusOK || routed.Load() != "book" || !strings.Contains(fmt.Sprint(m), "got plain:book") {
+		t.Fatalf("the honest retry: %d %v", status, m)
 	}
 }

@@ -23,8 +23,11 @@ import (
 // event by event in an SSE stream. Set its fields, then serve it; the
 // fields must not change after the first request.
 type Gateway struct {
-	// Upstreams are the MCP servers' base URLs; requests go to them in
-	// turn, with their path and query appended to the URL's path. One
+	// Upstreams are the MCP servers' base URLs, without a query (a
+	// client's parameters would come after the URL's, and a server that
+	// reads a parameter's last value would read the client's); requests
+	// go to them in turn, with their path and query appended to the
+	// URL's path. One
 	// that refuses a connection is taken out of turn for a while, and
 	// the request goes to the next (upstreams.go).
 	Upstreams []*url.URL
@@ -197,6 +200,8 @@ func (g *Gateway) principal(r *http.Request) string {
 const (
 	headerVersion = "Mcp-Protocol-Version"
 	headerSession = "Mcp-Session-Id"
+	headerMethod  = "Mcp-Method"
+	headerName    = "Mcp-Name"
 	version2026   = "2026-07-28"
 )
 
@@ -231,7 +236,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status := http.StatusOK
 			// Since 2026-07-28 the go-sdk answers -32602 with HTTP 400
 			// (SEP-2575), and so does the gateway.
-			if refusal.Code == codeInvalidParams && ex.version >= version2026 || refusal.Code == codeParseError {
+			if refusal.Code == codeInvalidParams && ex.version >= version2026 || refusal.Code == codeParseError || refusal.Code == codeInvalidRequest {
 				status = http.StatusBadRequest
 			}
 			writeJSON(w, status, errorMessage(refusal.id, refusal.rpcError))
@@ -415,6 +420,9 @@ func (g *Gateway) open(ex *exchange, st *mrtr.States, q *clientMessage) ([]byte,
 	if !q.stateful {
 		return nil, c, nil
 	}
+	if ref := routingMismatch(ex.r.Header, q); ref != nil {
+		return nil, nil, ref
+	}
 	c.req = mrtr.Request{Method: q.method, Target: q.target, Arguments: q.args}
 	switch {
 	case g.known[q.target]:
@@ -441,6 +449,22 @@ func (g *Gateway) open(ex *exchange, st *mrtr.States, q *clientMessage) ([]byte,
 		return nil, nil, &refusal{id: q.id, rpcError: stateError(errBadState)}
 	}
 	return out, c, nil
+}
+
+// routingMismatch refuses a call whose Mcp-Method or Mcp-Name header
+// (MCP 2026-07-28 sends both, for routing) names another method or
+// target than its body: an upstream that routes by the header would run
+// another tool than the one the state is bound to, with its state. An
+// absent header is the client's choice (earlier versions send none).
+func routingMismatch(h http.Header, q *clientMessage) *refusal {
+	for _, hv := range [...]struct{ name, want, what string }{{headerMethod, q.method, "method"}, {headerName, q.target, q.targetKey}} {
+		v, ok := h[hv.name]
+		if ok && (len(v) != 1 || v[0] != hv.want) {
+			return &refusal{id: q.id, rpcError: rpcError{Code: codeInvalidRequest,
+				Message: "sealgate: the " + hv.name + " header does not match the request's " + hv.what}}
+		}
+	}
+	return nil
 }
 
 // Header values the gateway sets on every request, shared: a header's

@@ -80,8 +80,8 @@ func (h *HeaderPrincipal) Principal(r *http.Request) (string, error) {
 // Forward removes the header from a request from an untrusted address,
 // and, from any address, every other spelling of its name that a server
 // may read as the same: WSGI and CGI map X_Forwarded_User and
-// X-Forwarded-User to one variable, so a name is compared lowercased
-// with '_' as '-'.
+// X-Forwarded-User to one variable, PHP X.Forwarded.User too, so a name
+// is compared as headerFold folds it.
 func (h *HeaderPrincipal) Forward(in, out *http.Request) {
 	trusted := h.trusted(in)
 	canon := http.CanonicalHeaderKey(h.Header)
@@ -104,9 +104,38 @@ func (h *HeaderPrincipal) variant(hdr http.Header) bool {
 	return false
 }
 
-// headerFold is a header name as CGI and WSGI servers compare it.
+// headerFold is a header name as the most lenient server compares it:
+// case folded, and every byte but a letter or a digit read as '-'. CGI
+// and WSGI servers read '_' as '-'; PHP reads '.' and ' ' as '_' too
+// ($_SERVER), so X.Forwarded.User is HTTP_X_FORWARDED_USER there.
 func headerFold(name string) string {
-	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	b := []byte(name)
+	for i, c := range b {
+		b[i] = foldByte(c)
+	}
+	return string(b)
+}
+
+func foldByte(c byte) byte {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		return c
+	}
+	return '-'
+}
+
+// plainHeader reports whether name is spelled only with letters, digits
+// and '-': its canonical form is then the only spelling of its fold
+// (net/http has made the case canonical).
+func plainHeader(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c != '-' && foldByte(c) == '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // sameHeader reports whether headerFold(name) is folded, without
@@ -116,13 +145,7 @@ func sameHeader(name, folded string) bool {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		} else if c == '_' {
-			c = '-'
-		}
-		if c != folded[i] {
+		if foldByte(name[i]) != folded[i] {
 			return false
 		}
 	}

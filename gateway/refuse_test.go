@@ -306,7 +306,8 @@ func TestResponseFraming(t *testing.T) {
 // address; from a trusted one, a second spelling beside it is removed and
 // makes the request carry no principal.
 func TestPrincipalHeaderSpellings(t *testing.T) {
-	spellings := []string{"X_Forwarded_User", "x_forwarded_user", "X-FORWARDED_USER", "x-forwarded-user", "X-Forwarded-User"}
+	// PHP reads '.' as '_' too ($_SERVER's HTTP_X_FORWARDED_USER).
+	spellings := []string{"X_Forwarded_User", "x_forwarded_user", "X-FORWARDED_USER", "x-forwarded-user", "X.Forwarded.User", "X-Forwarded.User", "X-Forwarded-User"}
 	for _, trusted := range []string{"10.0.0.0/8", "127.0.0.0/8"} {
 		f := newFixture(t, stateReply, func(g *Gateway, o *mrtr.Options) {
 			o.AllowAnonymous = false
@@ -458,7 +459,7 @@ func TestSessionHeaderSpellings(t *testing.T) {
 	if f.up.Calls.Load() != before {
 		t.Fatal("two Mcp-Session-Id: the upstream got the request")
 	}
-	for _, sp := range []string{"Mcp_Session_Id", "mcp_session_id", "MCP-SESSION_ID"} {
+	for _, sp := range []string{"Mcp_Session_Id", "mcp_session_id", "MCP-SESSION_ID", "Mcp.Session.Id"} {
 		if status, b := send(http.Header{"Mcp-Session-Id": {"S1"}, sp: {"S2"}}); status != 200 {
 			t.Fatalf("%s: HTTP %d %s", sp, status, b)
 		}

@@ -248,6 +248,12 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("-upstream %s: want an http or https URL", redactURL(s))
 		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			// A client's query is appended to the upstream's, and a
+			// server reading the last value of a parameter would read
+			// the client's: a base URL carries no parameters.
+			return nil, fmt.Errorf("-upstream %s: want a base URL without a query or fragment", redactURL(s))
+		}
 		if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 			// Not refused: a mesh's mutual TLS or a private network may
 			// carry it. But it must not go unsaid.

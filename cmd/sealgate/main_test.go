@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -156,4 +157,23 @@ func sealctl(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("sealctl %s: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// TestUpstreamWithQueryRefused: an -upstream with a query or fragment
+// is refused at start: a client's query is appended to it, and a server
+// reading a parameter's last value would read the client's.
+func TestUpstreamWithQueryRefused(t *testing.T) {
+	for _, up := range []string{"http://127.0.0.1:3000/mcp?tenant=a", "http://127.0.0.1:3000/?", "http://127.0.0.1:3000/#x"} {
+		c, err := parseConfig([]string{"-upstream", up, "-audience", "https://gw.test", "-principal", "anonymous"}, func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newGateway(c, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "without a query or fragment") {
+			t.Errorf("-upstream %s: %v", up, err)
+		}
+	}
+	c := testkit.Must(parseConfig([]string{"-upstream", "http://127.0.0.1:3000/base/", "-audience", "https://gw.test", "-principal", "anonymous"}, func(string) string { return "" }, io.Discard))
+	if _, err := newGateway(c, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("a base path: %v", err)
+	}
 }
