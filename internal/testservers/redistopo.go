@@ -79,7 +79,12 @@ func (s *RedisSentinel) URL(query string) string {
 // Primary returns the node every sentinel names as the primary.
 func (s *RedisSentinel) Primary() *Redis {
 	s.t.Helper()
-	addr := s.masterAddr()
+	var addr string
+	// The sentinels may disagree for an instant, or one answer late.
+	waitLong(s.t, 60*time.Second, "the sentinels to agree on the primary", func() bool {
+		addr = s.masterAddr()
+		return addr != ""
+	})
 	for _, n := range s.Nodes {
 		if n.Addr() == addr {
 			return n
@@ -146,11 +151,22 @@ func (s *RedisSentinel) Failover() {
 	if err := c.Failover(context.Background(), SentinelMaster).Err(); err != nil {
 		s.t.Fatalf("SENTINEL FAILOVER: %v", err)
 	}
-	waitLong(s.t, 60*time.Second, "the failover", func() bool {
-		a := s.masterAddr()
+	s.waitReady(s.waitNewPrimary(old, "the failover"))
+}
+
+// waitNewPrimary waits until the sentinels agree on a primary other than
+// old, and returns it. The address comes from the wait, not from another
+// question: masterAddr answers "" while any sentinel is slow to answer
+// (a loaded machine) or not yet reconfigured, and a wait for "" to be the
+// primary would never end.
+func (s *RedisSentinel) waitNewPrimary(old *Redis, what string) string {
+	s.t.Helper()
+	var a string
+	waitLong(s.t, 60*time.Second, what, func() bool {
+		a = s.masterAddr()
 		return a != "" && a != old.Addr()
 	})
-	s.waitReady(s.masterAddr())
+	return a
 }
 
 // KillPrimary kills the primary (SIGKILL) and returns it, stopped, with
@@ -167,17 +183,14 @@ func (s *RedisSentinel) KillPrimary() *Redis {
 // WaitPromoted waits until the sentinels name a primary other than old.
 func (s *RedisSentinel) WaitPromoted(old *Redis) {
 	s.t.Helper()
-	waitLong(s.t, 60*time.Second, "the sentinels to promote the replica", func() bool {
-		a := s.masterAddr()
-		return a != "" && a != old.Addr()
-	})
+	s.waitNewPrimary(old, "the sentinels to promote the replica")
 }
 
 // Rejoin starts old again and waits until it follows the new primary.
 func (s *RedisSentinel) Rejoin(old *Redis) {
 	s.t.Helper()
 	old.Start()
-	s.waitReady(s.masterAddr())
+	s.waitReady(s.waitNewPrimary(old, "the sentinels to name the primary"))
 }
 
 // ReplicasOnline is the number of replicas r, a primary, lists in ROLE:
