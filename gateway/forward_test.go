@@ -98,6 +98,9 @@ func TestForwardedHeaders(t *testing.T) {
 	if h.Get("X-Kept") != "1" {
 		t.Errorf("upstream lost an end-to-end header: %v", h)
 	}
+	if h.Get("Content-Length") != strconv.Itoa(len(body)) || h.Get("Transfer-Encoding") != "" {
+		t.Errorf("upstream got Content-Length %q, Transfer-Encoding %q: want the body's length, %d", h.Get("Content-Length"), h.Get("Transfer-Encoding"), len(body))
+	}
 	gu := testkit.Must(url.Parse(f.url))
 	if got := h.Values("X-Forwarded-For"); len(got) != 1 || got[0] != "127.0.0.1" {
 		t.Errorf("X-Forwarded-For %q, want the client's address alone", got)
