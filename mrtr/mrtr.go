@@ -257,7 +257,8 @@ func (m *States) Seal(r Request, state string) (string, error) { return m.Call(r
 // Open verifies a token the client sent back for r and returns the
 // plaintext state. Errors match the seal package's sentinels, ErrArguments,
 // ErrNoPrincipal, or, for a single-use target, replay.ErrReplayed,
-// replay.ErrUnvouched and replay.ErrUnavailable; Reason says what the
+// replay.ErrUnvouched, replay.ErrUndetermined and replay.ErrUnavailable;
+// Reason says what the
 // client may be told.
 func (m *States) Open(ctx context.Context, r Request, token string) (string, error) {
 	return m.Call(r).Open(ctx, token)
@@ -270,6 +271,9 @@ func (m *States) Open(ctx context.Context, r Request, token string) (string, err
 //   - "unvouched": a single-use state the guard can never vouch for
 //     (issued before its records begin, or sealed by another instance of
 //     a guard that remembers only its own uses): start the flow again.
+//   - "undetermined": a single-use state used before, by a call that
+//     was cut before it answered: it may or may not have run. Check
+//     whether the action took place before starting the flow again.
 //   - "unavailable": the single-use check could not be made now; the
 //     state was not used: send the same request again later.
 //   - else seal.Reason's "expired" or "invalid": start the flow again.
@@ -277,6 +281,8 @@ func Reason(err error) string {
 	switch {
 	case errors.Is(err, replay.ErrReplayed):
 		return "replayed"
+	case errors.Is(err, replay.ErrUndetermined):
+		return "undetermined"
 	case errors.Is(err, replay.ErrUnvouched):
 		return "unvouched"
 	case errors.Is(err, replay.ErrUnavailable):
@@ -513,7 +519,7 @@ func (m *States) Handle(ctx context.Context, r Request, state *string, label fun
 		}
 		*state = plain
 	}
-	out, err := next()
+	out, err := c.run(ctx, next)
 	if err != nil || out == nil || *out == "" {
 		return err
 	}

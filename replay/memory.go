@@ -38,8 +38,10 @@ type Memory struct {
 	start    int64 // Unix seconds: tokens issued before are unvouched
 	instance [InstanceSize]byte
 	shard    [shards]struct {
-		mu   sync.Mutex
-		used map[[sha256.Size]byte]int64 // id hash -> expiry, Unix seconds
+		mu sync.Mutex
+		// id hash -> expiry, Unix seconds; negated for a use in doubt
+		// (Doubt).
+		used map[[sha256.Size]byte]int64
 		// sweepAt is at or before the expiry of every entry: a full shard
 		// is not swept before it, so a flood costs at most one sweep per
 		// second, not one per token. Every insertion lowers it, so no
@@ -77,7 +79,10 @@ func (m *Memory) Use(_ context.Context, id []byte, issuedAt, expires time.Time) 
 	s := &m.shard[k[0]%shards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if exp, ok := s.used[k]; ok && exp > now {
+	if exp, ok := s.used[k]; ok && abs(exp) > now {
+		if exp < 0 {
+			return ErrUndetermined
+		}
 		return ErrReplayed
 	}
 	exp := expires.Unix() + 1 // a token is valid through its last second
@@ -87,7 +92,7 @@ func (m *Memory) Use(_ context.Context, id []byte, issuedAt, expires time.Time) 
 	if len(s.used) >= m.perShard && now >= s.sweepAt {
 		s.sweepAt = 1<<63 - 1
 		for id, exp := range s.used {
-			if exp <= now {
+			if exp = abs(exp); exp <= now {
 				delete(s.used, id)
 			} else {
 				s.sweepAt = min(s.sweepAt, exp)
@@ -110,6 +115,26 @@ func (m *Memory) Release(_ context.Context, id []byte) error {
 	delete(s.used, k)
 	s.mu.Unlock()
 	return nil
+}
+
+// Doubt marks the use of id as in doubt (replay.Doubter): a later use is
+// refused with ErrUndetermined.
+func (m *Memory) Doubt(_ context.Context, id []byte) error {
+	k := sha256.Sum256(id)
+	s := &m.shard[k[0]%shards]
+	s.mu.Lock()
+	if exp, ok := s.used[k]; ok && exp > 0 {
+		s.used[k] = -exp
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // Len returns the number of entries held, expired ones not yet swept

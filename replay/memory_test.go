@@ -256,3 +256,28 @@ func TestMemoryRelease(t *testing.T) {
 		t.Fatalf("second use after release: %v", err)
 	}
 }
+
+// TestMemoryDoubt: a use put in doubt is refused as undetermined, not
+// replayed, until it expires; Doubt of an id never used does nothing.
+func TestMemoryDoubt(t *testing.T) {
+	g := NewMemory(0)
+	var d Doubter = g
+	now := time.Now()
+	if err := d.Use(context.Background(), []byte("a"), now, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Doubt(context.Background(), []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Doubt(context.Background(), []byte("never")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := g.Use(context.Background(), []byte("a"), now, now.Add(time.Minute)); !errors.Is(err, ErrUndetermined) {
+			t.Fatalf("after doubt: %v", err)
+		}
+	}
+	if err := g.Use(context.Background(), []byte("never"), now, now.Add(time.Minute)); err != nil {
+		t.Fatalf("an id doubted before its use: %v", err)
+	}
+}

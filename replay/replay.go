@@ -52,6 +52,9 @@ type Guard interface {
 	//     issued before the guard lost its records, or sealed by another
 	//     instance of a guard that remembers only its own uses); trying
 	//     it again cannot help: start the flow again.
+	//   - ErrUndetermined: the id was used before, by a call that was
+	//     cut before it answered (Doubter): it may or may not have run.
+	//     Check before repeating it.
 	//   - ErrUnavailable: the guard cannot tell now (it is full, its
 	//     server does not answer in time, another use of the id is still
 	//     undecided); the token was not used: try it again later.
@@ -72,6 +75,21 @@ type Guard interface {
 type Releaser interface {
 	Guard
 	Release(ctx context.Context, id []byte) error
+}
+
+// A Doubter is a Guard that can record that the use it granted had an
+// outcome its caller never saw: the caller gave the token to a call that
+// was cut before it answered (the gateway's upstream reset the
+// connection or went silent mid-answer, a shutdown's deadline passed, the
+// client went away while the handler ran), so the call may or may not
+// have acted. A later Use of id then fails with ErrUndetermined, not
+// ErrReplayed: neither "it ran" nor "start again" would be true.
+//
+// Doubt must be called only by the caller whose Use of id returned nil.
+// Doubt with nothing recorded does nothing.
+type Doubter interface {
+	Guard
+	Doubt(ctx context.Context, id []byte) error
 }
 
 // A Local guard remembers only the uses made through it, in this process
@@ -103,6 +121,12 @@ var (
 	// match ErrUnavailable: a retry of the same token gets the same
 	// answer, and the client must start the flow again.
 	ErrUnvouched = errors.New("replay: single use cannot be vouched for; start the flow again")
+	// ErrUndetermined reports a token whose first use was given to a
+	// call that was cut before it answered (Doubter): it may or may not
+	// have run. The token is refused for ever, as a replay is; the
+	// client must check whether the action took place (a payment, a
+	// booking) before it starts the flow again.
+	ErrUndetermined = errors.New("replay: a use of this token may or may not have run; check before repeating it")
 )
 
 // Margin is how long past its expiry a guard keeps a token's id: the

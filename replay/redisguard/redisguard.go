@@ -260,13 +260,15 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // claim records attempt ARGV[1] under KEYS[1] if nothing is recorded.
 // ARGV: attempt, deadline (Unix ms), issued-at (Unix ms), time to live
 // (ms), the sender's clock (Unix ms), the clock margin (ms). A record is
-// "ATTEMPT:DEADLINE:0" until its owner acknowledges it, then ":1".
+// "ATTEMPT:DEADLINE:0" until its owner acknowledges it, then ":1"; ":2"
+// once its owner doubts it (Doubt).
 var claim = goredis.NewScript(nowLua + `
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  local a, acked = string.match(cur, '^(%x+):%d+:([01])$')
+  local a, acked = string.match(cur, '^(%x+):%d+:([012])$')
   if a == ARGV[1] then return {'mine', now} end
   if acked == '0' then return {'busy', now} end
+  if acked == '2' then return {'doubt', now} end
   return {'used', now}
 end
 if now >= tonumber(ARGV[2]) then return {'late', now} end
@@ -289,6 +291,21 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 end
 return 1
+`)
+
+// doubt marks KEYS[1]'s record, confirmed or not, as in doubt; its
+// acknowledgement, if still on its way, then finds another value and
+// does nothing.
+var doubt = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local a = string.match(cur, '^(%x+:%d+):[012]$')
+  if a then
+    redis.call('SET', KEYS[1], a .. ':2', 'KEEPTTL')
+    return 1
+  end
+end
+return 0
 `)
 
 // release removes attempt ARGV[1]'s unconfirmed record. It answers
@@ -396,6 +413,8 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 	switch status {
 	case "used":
 		return replay.ErrReplayed
+	case "doubt":
+		return replay.ErrUndetermined
 	case "busy":
 		return fmt.Errorf("%w: another use of this state is not settled yet", replay.ErrUnavailable)
 	case "clock":
@@ -420,6 +439,21 @@ func (g *Guard) Release(ctx context.Context, id []byte) error {
 	_, err := bounded(ctx, func(ctx context.Context) (int64, error) { return g.client.Del(ctx, key).Result() })
 	if err != nil {
 		return fmt.Errorf("%w: redis: releasing a use: %w", replay.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Doubt marks the use of id as in doubt (replay.Doubter), within
+// Options.Timeout: the caller's Use of id returned nil, and the call it
+// gave the token to was cut before it answered. A later use is refused
+// with replay.ErrUndetermined.
+func (g *Guard) Doubt(ctx context.Context, id []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, g.o.Timeout)
+	defer cancel()
+	key, _ := g.keys(id)
+	_, err := bounded(ctx, func(ctx context.Context) (any, error) { return doubt.Run(ctx, g.client, []string{key}).Result() })
+	if err != nil {
+		return fmt.Errorf("%w: redis: marking a use in doubt: %w", replay.ErrUnavailable, err)
 	}
 	return nil
 }

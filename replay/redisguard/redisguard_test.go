@@ -838,3 +838,45 @@ func TestRelease(t *testing.T) {
 		return nil
 	})
 }
+
+// TestDoubt: a use put in doubt, confirmed or not yet, is refused as
+// undetermined on every instance, and the owner's late confirmation does
+// not turn it back into replayed.
+func TestDoubt(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	c := newClient(t, r.Addr())
+	g, other := newGuard(t, c, redisguard.Options{}), newGuard(t, c, redisguard.Options{})
+	at := issued(t, g)
+	var d replay.Doubter = g
+	keep := time.Now().Add(time.Minute)
+	for _, id := range []string{"right-away", "after-its-confirmation"} {
+		if err := d.Use(ctx, []byte(id), at, keep); err != nil {
+			t.Fatal(err)
+		}
+		if id == "after-its-confirmation" {
+			eventually(t, 5*time.Second, "confirmed", func() error {
+				if err := other.Use(ctx, []byte(id), at, keep); !errors.Is(err, replay.ErrReplayed) {
+					return fmt.Errorf("before doubt: %v", err)
+				}
+				return nil
+			})
+		}
+		if err := d.Doubt(ctx, []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "undetermined", func() error {
+			for _, h := range []*redisguard.Guard{g, other} {
+				if err := h.Use(ctx, []byte(id), at, keep); !errors.Is(err, replay.ErrUndetermined) {
+					return fmt.Errorf("%s: %v", id, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := d.Doubt(ctx, []byte("never-used")); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Use(ctx, []byte("never-used"), at, keep); err != nil {
+		t.Fatalf("an id doubted before any use: %v", err)
+	}
+}
