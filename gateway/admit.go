@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strings"
 )
@@ -176,7 +175,7 @@ func admitJSONRequest(h http.Header) *framingError {
 	if len(ct) != 1 {
 		return refuseFraming(http.StatusUnsupportedMediaType, "want one Content-Type: application/json, got %d", len(ct))
 	}
-	mt, err := jsonMediaType(ct[0])
+	mt, _, err := messageType(ct[0])
 	if err != nil || mt != "application/json" {
 		return refuseFraming(http.StatusUnsupportedMediaType, "Content-Type %q: the gateway reads application/json in UTF-8 only", ct[0])
 	}
@@ -195,23 +194,6 @@ func identity(h http.Header) error {
 		}
 	}
 	return nil
-}
-
-// jsonMediaType is the media type of a Content-Type, lower case, with
-// its charset checked: absent, or UTF-8 (the only one JSON and SSE may
-// use). The usual two are read without mime.ParseMediaType's work.
-func jsonMediaType(ct string) (string, error) {
-	if ct == "application/json" || ct == "text/event-stream" {
-		return ct, nil
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return "", err
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return mt, fmt.Errorf("charset %q", cs)
-	}
-	return mt, nil
 }
 
 // jsonLike reports whether some client may read a body of media type mt
@@ -235,36 +217,44 @@ const (
 // read: it is refused, as a malformed response is.
 var errUpstreamFraming = fmt.Errorf("%w: framing the gateway does not read", errUpstreamResponse)
 
-// admitResponse says how the gateway reads resp, or refuses it.
-func admitResponse(resp *http.Response) (responseKind, error) {
+// admitResponse says how the gateway reads resp, and the Content-Type it
+// writes for what it read ("" for none), or refuses it.
+func admitResponse(resp *http.Response) (responseKind, string, error) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return 0, fmt.Errorf("%w: a 101 Switching Protocols", errUpstreamFraming)
+		return 0, "", fmt.Errorf("%w: a 101 Switching Protocols", errUpstreamFraming)
+	}
+	if resp.StatusCode == http.StatusPartialContent || len(resp.Header["Content-Range"]) > 0 {
+		return 0, "", fmt.Errorf("%w: a partial body (the gateway reads whole bodies)", errUpstreamFraming)
 	}
 	if err := identity(resp.Header); err != nil {
-		return 0, fmt.Errorf("%w: %v (the gateway asks for identity)", errUpstreamFraming, err)
+		return 0, "", fmt.Errorf("%w: %v (the gateway asks for identity)", errUpstreamFraming, err)
 	}
 	ct := resp.Header["Content-Type"]
 	if len(ct) > 1 {
-		return 0, fmt.Errorf("%w: %d Content-Type headers", errUpstreamFraming, len(ct))
+		return 0, "", fmt.Errorf("%w: %d Content-Type headers", errUpstreamFraming, len(ct))
 	}
 	if len(ct) == 0 || ct[0] == "" {
 		if resp.ContentLength == 0 {
-			return respEmpty, nil
+			return respEmpty, "", nil
 		}
-		return respJSON, nil // read as JSON if it is, else as other (modifyResponse)
+		return respJSON, "", nil // read as JSON if it is, else as other (readResponse)
 	}
-	mt, err := jsonMediaType(ct[0])
+	mt, params, err := messageType(ct[0])
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("%w: Content-Type %q: %v", errUpstreamFraming, ct[0], err)
+		return 0, "", fmt.Errorf("%w: Content-Type: %v", errUpstreamFraming, err)
 	case mt == "text/event-stream":
-		return respSSE, nil
+		return respSSE, "text/event-stream", nil
 	case mt == "application/json":
-		return respJSON, nil
+		return respJSON, "application/json", nil
 	case jsonLike(mt):
-		return 0, fmt.Errorf("%w: Content-Type %q, which a client may read as JSON", errUpstreamFraming, ct[0])
+		return 0, "", fmt.Errorf("%w: Content-Type %q, which a client may read as JSON", errUpstreamFraming, ct[0])
 	}
-	return respOther, nil
+	own, err := otherType(ct[0], mt, params)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: Content-Type: %v", errUpstreamFraming, err)
+	}
+	return respOther, own, nil
 }
 
 // checkOther refuses a body of another media type that a client could

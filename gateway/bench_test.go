@@ -94,7 +94,7 @@ func BenchmarkGatewayWork(b *testing.B) {
 	resp2 := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":\"stateseal-example\",\"version\":\"1.0.0\"}},\"content\":[{\"type\":\"text\",\"text\":\"state-ok\"}]}}\n\n")
 	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	round := func(req, resp []byte) []byte {
-		ex := &exchange{g: g, r: r, version: version2026}
+		ex := &exchange{g: g, st: g.states.Load(), r: r, version: version2026}
 		if _, ref := g.inspect(ex, st, req); ref != nil {
 			b.Fatal(ref.rpcError)
 		}

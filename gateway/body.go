@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,7 +22,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 			defer rc.SetReadDeadline(time.Time{})
 		}
 	}
-	body, held, err := g.readBudgeted(r.Body, r.ContentLength)
+	body, held, err := readBudgeted(r.Body, r.ContentLength, g.MaxRequestBytes, g.MaxRequestBytesInFlight, &g.inFlight)
 	r.Body.Close()
 	switch {
 	case err == nil && len(r.Trailer) > 0:
@@ -39,24 +40,25 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	return nil, held, refuseFraming(http.StatusBadRequest, "failed to read the request body")
 }
 
-// errBudget is a body that would take the bodies in flight past
-// MaxRequestBytesInFlight.
-var errBudget = errors.New("request bodies in flight over the bound")
+// errBudget is a body that would take the bodies in flight past their
+// bound (MaxRequestBytesInFlight, MaxResponseBytesInFlight).
+var errBudget = errors.New("bodies in flight over the bound")
 
 // firstBuffer is the buffer a body of unknown length is read into first.
 const firstBuffer = 4 << 10
 
-// readBudgeted reads r whole, at most MaxRequestBytes, into a buffer
-// that grows as bytes arrive (to the length the request declared, or by
-// doubling), each growth taken from the in-flight budget first.
-func (g *Gateway) readBudgeted(r io.Reader, length int64) (b []byte, held int64, err error) {
-	bound := g.MaxRequestBytes
+// readBudgeted reads r whole, at most bound bytes (0: no bound), into a
+// buffer that grows as bytes arrive (to the length declared, if not
+// negative, or by doubling), each growth taken from the budget used
+// (whose bound is budget; 0: none) first. held is what it took, to give
+// back when the body is no longer held, even on error.
+func readBudgeted(r io.Reader, length, bound, budget int64, used *atomic.Int64) (b []byte, held int64, err error) {
 	limit := bound + 1 // a byte past the bound tells a body over it
 	if bound <= 0 {
 		limit = -1
 	}
-	if length >= 0 {
-		limit = length + 1 // the server's reader ends the body at its length
+	if length >= 0 && (limit < 0 || length < limit) {
+		limit = length + 1 // the reader ends the body at its length
 	}
 	for {
 		if len(b) == cap(b) {
@@ -69,7 +71,7 @@ func (g *Gateway) readBudgeted(r io.Reader, length int64) (b []byte, held int64,
 				// (which net/http's reader never returns).
 				return nil, held, errTooLarge
 			}
-			if !g.take(size - int64(cap(b))) {
+			if !take(used, budget, size-int64(cap(b))) {
 				return nil, held, errBudget
 			}
 			held += size - int64(cap(b))
@@ -88,14 +90,15 @@ func (g *Gateway) readBudgeted(r io.Reader, length int64) (b []byte, held int64,
 	}
 }
 
-// take takes n bytes from the in-flight budget, if they are there.
-func (g *Gateway) take(n int64) bool {
-	if g.MaxRequestBytesInFlight <= 0 {
-		g.inFlight.Add(n)
+// take takes n bytes from a budget of max (0: no bound), if they are
+// there.
+func take(used *atomic.Int64, max, n int64) bool {
+	if max <= 0 {
+		used.Add(n)
 		return true
 	}
-	if g.inFlight.Add(n) > g.MaxRequestBytesInFlight {
-		g.inFlight.Add(-n)
+	if used.Add(n) > max {
+		used.Add(-n)
 		return false
 	}
 	return true

@@ -66,3 +66,28 @@ func TestRequestBudget(t *testing.T) {
 		t.Fatalf("%d bytes still held", f.gw.inFlight.Load())
 	}
 }
+
+// TestResponseBudgetSSE: an SSE event that would take the response
+// budget past its bound ends the stream with an error event for the
+// call, and what the stream held is given back.
+func TestResponseBudgetSSE(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message\ndata: "+toJSON(result(msg, map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("y", 300<<10)}}}))+"\n\n")
+	}, func(g *Gateway, _ *mrtr.Options) {
+		g.MaxEventBytes = 1 << 20
+		g.MaxResponseBytesInFlight = 1 << 20
+	})
+	const others = 900 << 10 // held by other exchanges
+	f.gw.respInFlight.Add(others)
+	_, got := f.post(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": map[string]any{"name": "report"}}, nil)
+	if e, _ := got["error"].(map[string]any); e == nil || e["code"] != float64(-32603) || !strings.Contains(e["message"].(string), "holding as many responses") {
+		t.Fatalf("got %.300v", got)
+	}
+	waitFor(t, "the stream's buffers given back", func() bool { return f.gw.respInFlight.Load() == others })
+	f.gw.respInFlight.Add(-others)
+	if _, got := f.post(map[string]any{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": map[string]any{"name": "report"}}, nil); got["result"] == nil {
+		t.Fatalf("with the budget free: %.300v", got)
+	}
+	waitFor(t, "the budget given back", func() bool { return f.gw.respInFlight.Load() == 0 })
+}

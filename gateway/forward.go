@@ -220,7 +220,8 @@ func (g *Gateway) forward(ex *exchange, w http.ResponseWriter, r *http.Request, 
 	// Before the response is read: the headers the gateway reads its
 	// framing from are the ones the client gets.
 	removeHopByHop(resp.Header)
-	body, stream, err := g.readResponse(ex, resp)
+	rr, err := g.readResponse(ex, resp)
+	defer g.respInFlight.Add(-rr.held) // the body is held until the client has it
 	if err != nil {
 		resp.Body.Close()
 		g.upstreamFailed(w, ex, err)
@@ -229,19 +230,22 @@ func (g *Gateway) forward(ex *exchange, w http.ResponseWriter, r *http.Request, 
 	ex.out.ResponseWriter = w
 	defer ex.out.stop() // no header timer touches w once ServeHTTP returns (flush.go)
 	dst := ex.out.Header()
-	for k, vv := range resp.Header {
-		dst[k] = append(dst[k], vv...)
+	// The headers that say how to read the body are the gateway's own,
+	// from what it read (headers.go).
+	copyResponseHeaders(dst, resp.Header)
+	if rr.ctype != "" {
+		dst["Content-Type"] = ctypeHeader(rr.ctype)
 	}
-	if stream == nil {
-		if body != nil {
-			dst["Content-Length"] = []string{strconv.Itoa(len(body))}
+	if rr.stream == nil {
+		if rr.body != nil {
+			dst["Content-Length"] = []string{strconv.Itoa(len(rr.body))}
 		}
 		ex.out.WriteHeader(resp.StatusCode)
-		ex.out.Write(body)
+		ex.out.Write(rr.body)
 		return
 	}
+	stream := rr.stream
 	defer stream.Close()
-	delete(dst, "Content-Length")
 	ex.out.stream = true
 	ex.out.WriteHeader(resp.StatusCode)
 	if err := stream.writeTo(&ex.out); err != nil {
@@ -257,11 +261,12 @@ func (g *Gateway) forward(ex *exchange, w http.ResponseWriter, r *http.Request, 
 // readResponse reads the upstream's answer, or refuses it: a JSON body
 // (or one of another type, or none) read whole and sealed, returned as
 // body; an SSE stream returned as stream, to be read, sealed and written
-// event by event.
-func (g *Gateway) readResponse(ex *exchange, resp *http.Response) (body []byte, stream *sseBody, err error) {
-	kind, err := admitResponse(resp)
+// event by event. held is what the body took from the response budget,
+// given back by the caller when the client has it, even on error.
+func (g *Gateway) readResponse(ex *exchange, resp *http.Response) (rr readResult, err error) {
+	kind, ctype, err := admitResponse(resp)
 	if err != nil {
-		return nil, nil, err
+		return rr, err
 	}
 	if ex.r.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
 		kind = respEmpty // no body, whatever its headers say
@@ -273,35 +278,69 @@ func (g *Gateway) readResponse(ex *exchange, resp *http.Response) (body []byte, 
 	}
 	switch kind {
 	case respSSE:
-		return nil, newSSEReader(resp.Body, ex), nil
+		return readResult{ctype: ctype, stream: newSSEReader(resp.Body, ex)}, nil
 	case respEmpty:
 		resp.Body.Close()
-		return nil, nil, nil
+		if ex.r.Method == http.MethodHead {
+			// The type of the body a GET would get, as the gateway
+			// would write it.
+			rr.ctype = ctype
+		}
+		return rr, nil
 	}
-	untyped := len(resp.Header["Content-Type"]) == 0
-	body, err = readBoundedIdle(resp.Body, g.MaxResponseBytes, ex)
+	if g.MaxResponseBytes > 0 && resp.ContentLength > g.MaxResponseBytes {
+		return rr, fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
+	}
+	body, held, err := readBudgeted(progressReader{resp.Body, ex}, resp.ContentLength, g.MaxResponseBytes, g.MaxResponseBytesInFlight, &g.respInFlight)
+	rr.held = held
 	resp.Body.Close()
 	if err != nil && ex.w != nil && ex.w.timedOut.Load() {
 		err = errIdle
 	}
-	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			return nil, nil, fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
-		}
-		return nil, nil, fmt.Errorf("%w: %w", errUpstreamRead, err)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return rr, fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
+	case errors.Is(err, errBudget):
+		return rr, fmt.Errorf("%w: the gateway holds %d bytes of responses, its bound (-max-response-bytes-in-flight)", errResponseBudget, g.MaxResponseBytesInFlight)
+	case err != nil:
+		return rr, fmt.Errorf("%w: %w", errUpstreamRead, err)
 	}
-	if untyped && !looksJSON(body) {
-		kind = respOther // read as a body of another type
-	} else if untyped {
+	untyped := ctype == "" && kind == respJSON
+	switch {
+	case untyped && !looksJSON(body):
+		kind = respOther // read as a body of another type; sent without a type
+	case untyped:
 		// Read as JSON: the client is told so, rather than left to
 		// sniff a type of its own.
-		resp.Header["Content-Type"] = jsonType
+		ctype = "application/json"
 	}
+	rr.ctype = ctype
 	if kind == respOther {
-		return body, nil, checkOther(body)
+		rr.body = body
+		return rr, checkOther(body)
 	}
-	body, err = ex.rewriteBody(body)
-	return body, nil, err
+	rr.body, err = ex.rewriteBody(body)
+	return rr, err
+}
+
+// A readResult is what readResponse read of an answer.
+type readResult struct {
+	body   []byte   // a body read whole, to write as it is
+	stream *sseBody // or a stream, to write event by event
+	ctype  string   // the Content-Type to write; "" for none
+	held   int64    // bytes of body taken from the response budget
+}
+
+// ctypeHeader is the header value for the Content-Type the gateway
+// writes, shared for the usual two.
+func ctypeHeader(ct string) []string {
+	switch ct {
+	case "application/json":
+		return jsonType
+	case "text/event-stream":
+		return sseType
+	}
+	return []string{ct}
 }
 
 // upstreamFailed answers a request whose upstream failed: a JSON-RPC
@@ -315,6 +354,9 @@ func (g *Gateway) upstreamFailed(w http.ResponseWriter, ex *exchange, err error)
 	case errors.Is(err, errUpstreamResponse):
 		g.Stats.Malformed.Add(1)
 		msg = errUpstreamResponse.Error()
+	case errors.Is(err, errResponseBudget):
+		// The upstream answered; the gateway cannot hold the answer.
+		status, msg = http.StatusServiceUnavailable, "upstream response dropped: "+errResponseBudget.Error()
 	case errors.Is(err, errIdle), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		status, msg = http.StatusGatewayTimeout, "upstream timed out"
 	}

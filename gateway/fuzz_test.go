@@ -145,9 +145,17 @@ func (fx *fuzzFixture) checkFraming(t *testing.T, req, resp []byte, reqH, respH 
 		}
 	}
 	r := &http.Response{StatusCode: 200, Header: respH, ContentLength: int64(len(resp))}
-	kind, err := admitResponse(r)
+	kind, own, err := admitResponse(r)
 	if err != nil {
 		return
+	}
+	if (kind == respJSON || kind == respSSE) && len(respH["Content-Type"]) == 1 {
+		// One plain charset=utf-8 at most, whatever reader the client
+		// has, and the client is told the media type alone.
+		_, params, _ := strings.Cut(respH["Content-Type"][0], ";")
+		if p := strings.Trim(params, " \t"); p != "" && !strings.EqualFold(p, "charset=utf-8") || own != "application/json" && own != "text/event-stream" {
+			t.Fatalf("response admitted with %v, written as %q", respH, own)
+		}
 	}
 	ct := respH["Content-Type"]
 	if !identityOnly(respH) || len(ct) > 1 {
@@ -219,7 +227,7 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 
 func (fx *fuzzFixture) request() *exchange {
 	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-	return &exchange{g: fx.g, r: r, version: version2026}
+	return &exchange{g: fx.g, st: fx.st, r: r, version: version2026}
 }
 
 // inspect runs the request reader as ServeHTTP does; a refused request

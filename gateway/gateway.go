@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,15 @@ type Gateway struct {
 	// cannot add up to more. The buffers are counted as they grow, so a
 	// client must send the bytes it holds. 0 means no bound.
 	MaxRequestBytesInFlight int64
+	// MaxResponseBytesInFlight bounds, the same way, the memory of all
+	// the JSON response bodies the gateway holds at once (read, or being
+	// read, until the client has taken each) and of the SSE events it
+	// holds: past it, the response is refused with a JSON-RPC error
+	// (HTTP 503) for its calls, so that slow clients of large answers
+	// cannot add up to more. The upstream has answered by then: a
+	// single-use state it took is in doubt (mrtr.ErrUndetermined). 0
+	// means no bound.
+	MaxResponseBytesInFlight int64
 	// IdleTimeout ends a response from which nothing arrived for that
 	// long (the client gets a JSON-RPC error for each call the upstream
 	// did not answer); 0 means none.
@@ -102,10 +112,11 @@ type Gateway struct {
 	fresh     http.RoundTripper // transport without keep-alives, for single-use requests
 	ups       []upstreamState   // one per Upstreams
 	known     map[string]bool   // KnownTargets
-	// inFlight is the bytes of request body buffers held now.
-	inFlight atomic.Int64
-	sealLog  everySecond // a state that could not be sealed
-	localLog everySecond // a dial that failed on this machine
+	// inFlight and respInFlight are the bytes of request and response
+	// body buffers held now.
+	inFlight, respInFlight atomic.Int64
+	sealLog                everySecond // a state that could not be sealed
+	localLog               everySecond // a dial that failed on this machine
 }
 
 // Stats counts requests refused, responses rewritten and upstream
@@ -154,6 +165,7 @@ func (g *Gateway) init() {
 // comes back: the calls it made, by JSON-RPC id.
 type exchange struct {
 	g        *Gateway
+	st       *mrtr.States // loaded once: one exchange, one configuration
 	calls    map[string]*call
 	single   *call  // the one call of a request that is not a batch
 	lazy     []byte // the request, if inspect left it unread
@@ -217,7 +229,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sealgate: no keyset loaded yet", http.StatusServiceUnavailable)
 		return
 	}
-	ex := &exchange{g: g, r: r, version: r.Header.Get(headerVersion)}
+	ex := &exchange{g: g, st: st, r: r, version: r.Header.Get(headerVersion)}
+	defer ex.settle()
 	passthrough, ferr := g.admitRequest(r)
 	if ferr != nil {
 		g.refuseFraming(w, ferr)
@@ -245,6 +258,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.sent = out
 	}
 	g.forward(ex, w, r, passthrough)
+}
+
+// settle ends the exchange of a single-use state: one the gateway gave to
+// the upstream, whose answer it never saw (the connection reset or went
+// silent mid-answer, the client or a shutdown cut it, the answer was
+// refused unread), may or may not have run, and its retry is told so
+// (reason "undetermined") rather than "replayed". A state taken back
+// (no upstream accepted the connection) is no longer Used.
+func (ex *exchange) settle() {
+	c := ex.single
+	if c == nil || c.mc == nil || !c.mc.Used() || c.answered {
+		return
+	}
+	c.mc.Doubt(context.WithoutCancel(ex.r.Context()))
 }
 
 // progress says something arrived from upstream, for the idle timeout.
@@ -391,11 +418,11 @@ func (ex *exchange) resolve() {
 		return
 	}
 	ex.lazy = nil
-	q, err := readLazily(body, true) // validated by readRequest
+	q, err := readLazily(body, validValue(body)) // validated by readRequest
 	if err != nil {
 		return
 	}
-	_, c, _ := ex.g.open(ex, ex.g.states.Load(), &q)
+	_, c, _ := ex.g.open(ex, ex.st, &q)
 	if c == nil {
 		return
 	}
@@ -472,12 +499,16 @@ func routingMismatch(h http.Header, q *clientMessage) *refusal {
 // copied then), never written in place.
 var (
 	jsonType         = []string{"application/json"}
+	sseType          = []string{"text/event-stream"}
 	identityEncoding = []string{"identity"}
 )
 
 var (
 	errUpstreamResponse = errors.New("malformed upstream response")
 	errUpstreamRead     = errors.New("upstream response failed")
+	// errResponseBudget is a response the gateway had no memory left to
+	// hold (MaxResponseBytesInFlight).
+	errResponseBudget = errors.New("the gateway is holding as many responses as it may")
 )
 
 // rewriteBody seals the state of every result in a JSON body: one message
@@ -489,7 +520,7 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 	}
 	// readUpstreamBody validated the body, and with it every message.
 	if !batch {
-		out, err := ex.rewriteMessage(body, true)
+		out, err := ex.rewriteMessage(body, validValue(body))
 		if err != nil || out == nil {
 			return body, err
 		}
@@ -497,7 +528,7 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 	}
 	changed := false
 	for i, raw := range msgs {
-		out, err := ex.rewriteMessage(raw, true)
+		out, err := ex.rewriteMessage(raw, validValue(raw)) // inside the valid body
 		if err != nil {
 			return nil, err
 		}
@@ -514,8 +545,8 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 // rewriteMessage seals the state of one message from upstream if it is a
 // result that carries one. It returns nil if the message is unchanged.
 // A message that names a call of the exchange marks it answered. valid
-// says raw was validated already.
-func (ex *exchange) rewriteMessage(raw []byte, valid bool) ([]byte, error) {
+// is raw as validated already, or nil.
+func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error) {
 	if ex.single != nil && !hasState(raw) {
 		// The common case: the one call's response, without state,
 		// marked answered without being parsed.
@@ -547,7 +578,7 @@ func (ex *exchange) rewriteMessage(raw []byte, valid bool) ([]byte, error) {
 	if u.state == "" {
 		return nil, nil
 	}
-	st := ex.g.states.Load()
+	st := ex.st
 	if c == nil || !c.stateful() {
 		// A state for a request that cannot carry one back (another
 		// method, a batch, an id the gateway did not send): its

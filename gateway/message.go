@@ -111,7 +111,7 @@ func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) 
 		req.unread = true
 		return req, nil, nil
 	}
-	req.msg, err = readLazily(body, false)
+	req.msg, err = readLazily(body, nil)
 	if err != nil {
 		return req, req.msg.id, err
 	}
@@ -119,14 +119,16 @@ func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) 
 }
 
 // readLazily reads one message of the client's, which readRequest left
-// unread or found may carry a state. valid says the body was validated
-// already (readRequest did, for one it left unread).
-func readLazily(body []byte, valid bool) (clientMessage, error) {
-	parse := parseObject
-	if valid {
-		parse = splitObject
+// unread or found may carry a state. valid is the body as validated
+// already (readRequest did, for one it left unread), or nil.
+func readLazily(body []byte, valid validValue) (clientMessage, error) {
+	var err error
+	if valid == nil {
+		if valid, err = validated(body); err != nil {
+			return clientMessage{}, errParse
+		}
 	}
-	m, err := parse(body)
+	m, err := readObject(valid)
 	if err != nil {
 		return clientMessage{}, errParse
 	}
@@ -242,15 +244,18 @@ func passesUnread(ev []byte, allAnswered bool) bool {
 	return !hasState(ev) && (allAnswered || !bytes.Contains(ev, []byte(`"id"`)))
 }
 
-// readUpstreamMessage reads one message from upstream; valid says raw was
-// validated already (readUpstreamBody validates a JSON body whole).
-func readUpstreamMessage(raw []byte, valid bool) (upstreamMessage, error) {
+// readUpstreamMessage reads one message from upstream; valid is raw as
+// validated already (readUpstreamBody validates a JSON body whole), or
+// nil to validate it first.
+func readUpstreamMessage(raw []byte, valid validValue) (upstreamMessage, error) {
 	var u upstreamMessage
-	parse := parseObject
-	if valid {
-		parse = splitObject
+	var err error
+	if valid == nil {
+		if valid, err = validated(raw); err != nil {
+			return u, err
+		}
 	}
-	m, err := parse(raw)
+	m, err := readObject(valid)
 	if err != nil {
 		return u, err
 	}
@@ -300,6 +305,44 @@ var significant = [...]struct{ exact, folded string }{
 	{"jsonrpc", "jsonrpc"}, {"id", "id"}, {"method", "method"}, {"params", "params"}, {"result", "result"},
 	{"error", "error"}, {"name", "name"}, {"uri", "uri"}, {"arguments", "arguments"},
 	{"requestState", "requeststate"}, {"inputResponses", "inputresponses"}, {"_meta", "meta"},
+}
+
+// parseObject reads b, one JSON object, strictly (exact names, no name
+// twice, valid UTF-8, no name the gateway reads spelled in another case,
+// nothing after it), without decoding its values; but a member params or
+// result that is an object is read the same way in the same pass.
+//
+// b is validated whole first, as jsontext.Value.IsValid reads JSON with
+// its defaults (validJSON: RFC 7493, no name twice at any depth, valid
+// UTF-8, one value). Only then does splitObject cut the valid object
+// into its members, which needs no decision about validity.
+func parseObject(b []byte) (object, error) {
+	v, err := validated(b)
+	if err != nil {
+		return nil, err
+	}
+	return readObject(v)
+}
+
+// readObject cuts v (splitObject) and refuses a name of it, or of its
+// params or result, that a lenient parser reads as one the gateway
+// reads (checkName).
+func readObject(v validValue) (object, error) {
+	o, err := splitObject(v)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range o {
+		if err := checkName(m.name); err != nil {
+			return nil, err
+		}
+		for _, c := range m.obj {
+			if err := checkName(c.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return o, nil
 }
 
 // checkName refuses a name that a lenient parser reads as one the

@@ -22,20 +22,18 @@ type member struct {
 	obj  object // val read as an object, for a message's params or result
 }
 
-// parseObject reads b, one JSON object, strictly (exact names, no name
-// twice, valid UTF-8, no name the gateway reads spelled in another case,
-// nothing after it), without decoding its values; but a member params or
-// result that is an object is read the same way in the same pass.
-//
-// b is validated whole first, as jsontext.Value.IsValid reads JSON with
-// its defaults (validJSON: RFC 7493, no name twice at any depth, valid
-// UTF-8, one value). Only then does splitObject cut the valid object
-// into its members, which needs no decision about validity.
-func parseObject(b []byte) (object, error) {
+// A validValue is one JSON value that validJSON accepted, or a value
+// inside one: the only input the cutter (splitObject) takes, since it
+// decides nothing about validity and would read past the end of
+// anything else.
+type validValue []byte
+
+// validated returns b as a validValue, or why it is not one.
+func validated(b []byte) (validValue, error) {
 	if !validJSON(b) {
 		return nil, invalidJSON(b)
 	}
-	return splitObject(b)
+	return validValue(b), nil
 }
 
 // invalidJSON says why b, which validJSON refused, is not
@@ -59,7 +57,7 @@ const membersPerObject = 8
 // splitObject cuts b, a valid JSON value (parseObject), into the members
 // of its object, and those of a member params or result that is an
 // object.
-func splitObject(b []byte) (object, error) {
+func splitObject(b validValue) (object, error) {
 	s := scanner{b: b}
 	s.space()
 	if s.i >= len(b) || b[s.i] != '{' {
@@ -71,9 +69,10 @@ func splitObject(b []byte) (object, error) {
 }
 
 // A scanner walks JSON that is known to be valid: it finds where values
-// end, and never decides whether they are well formed.
+// end, and never decides whether they are well formed, nor what a name
+// may be (message.go's checkNames).
 type scanner struct {
-	b     []byte
+	b     validValue
 	i     int
 	child object // room for the members of params or result
 }
@@ -103,9 +102,6 @@ func (s *scanner) object(o object, top bool) (object, error) {
 		escaped := s.str()
 		name, err := memberName(s.b[start:s.i], escaped)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkName(name); err != nil {
 			return nil, err
 		}
 		s.space()

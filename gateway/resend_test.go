@@ -14,7 +14,7 @@ import (
 // Idempotency-Key headers a client may send (found by a network-attacker
 // review: with them, net/http's transport sent the POST again on a fresh
 // connection, and the state ran twice). The tool runs once; the client
-// gets an error.
+// gets an error, and its retry "undetermined".
 func TestNoResendAfterWrite(t *testing.T) {
 	for _, hdr := range []string{"", "Idempotency-Key", "X-Idempotency-Key", "idempotency-key"} {
 		t.Run("header="+hdr, func(t *testing.T) {
@@ -60,9 +60,10 @@ func TestNoResendAfterWrite(t *testing.T) {
 			if _, ok := second["error"]; !ok {
 				t.Fatalf("the client got %v; want an error", second)
 			}
-			// And it stays used.
+			// And it stays used: the gateway never saw the upstream's
+			// answer, so it cannot say the call ran.
 			status, third := f.post(rpcCall(3, mrtr.MethodCallTool, "pay", map[string]any{"n": 1}, tok), h)
-			refused(t, status, third, http.StatusBadRequest, "replayed")
+			refused(t, status, third, http.StatusBadRequest, "undetermined")
 		})
 	}
 }

@@ -27,6 +27,10 @@ type sseReader struct {
 	ev   []byte
 	done bool
 	bom  bool // at the start of the stream, where a BOM may be
+	// held is what the buffers ev and out took from the gateway's
+	// response budget (MaxResponseBytesInFlight), given back on release.
+	held int64
+	g    *Gateway
 }
 
 // sseReaders are reused: a reader and its buffers per response would be
@@ -51,7 +55,7 @@ func (b *sseBody) Close() error {
 
 func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
 	s := sseReaders.Get().(*sseReader)
-	s.src, s.ex, s.done, s.bom = src, ex, false, true
+	s.src, s.ex, s.g, s.done, s.bom = src, ex, ex.g, false, true
 	s.br.Reset(src)
 	s.out, s.ev = s.out[:0], s.ev[:0]
 	return &sseBody{s}
@@ -61,6 +65,8 @@ func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
 func (s *sseReader) release() error {
 	err := s.src.Close()
 	s.src, s.ex = nil, nil
+	s.g.respInFlight.Add(-s.held)
+	s.held, s.g = 0, nil
 	s.br.Reset(nil)
 	if cap(s.ev) > maxPooledEvent {
 		s.ev = nil
@@ -73,6 +79,37 @@ func (s *sseReader) release() error {
 }
 
 var errEventTooLarge = errors.New("an SSE event over the gateway's bound")
+
+// charge takes from the response budget what the buffers hold beyond
+// what they took already, plus extra bytes about to be allocated.
+func (s *sseReader) charge(extra int) bool {
+	n := int64(cap(s.ev)+cap(s.out)+extra) - s.held
+	if n <= 0 {
+		return true
+	}
+	if !take(&s.g.respInFlight, s.g.MaxResponseBytesInFlight, n) {
+		return false
+	}
+	s.held += n
+	return true
+}
+
+// appendEvent appends line to the event, its buffer grown only with
+// bytes the response budget has.
+func (s *sseReader) appendEvent(line []byte) bool {
+	need := len(s.ev) + len(line)
+	if need > cap(s.ev) {
+		size := max(2*cap(s.ev), need)
+		if !s.charge(size - cap(s.ev)) {
+			return false
+		}
+		ev := make([]byte, len(s.ev), size)
+		copy(ev, s.ev)
+		s.ev = ev
+	}
+	s.ev = append(s.ev, line...)
+	return true
+}
 
 // next reads one event and appends what the client gets to s.out.
 func (s *sseReader) next() {
@@ -93,7 +130,10 @@ func (s *sseReader) next() {
 				s.fail(fmt.Errorf("%w (%d bytes)", errEventTooLarge, max))
 				return
 			}
-			s.ev = append(s.ev, line...)
+			if !s.appendEvent(line) {
+				s.fail(errSSEBudget)
+				return
+			}
 		}
 		if err == bufio.ErrBufferFull {
 			cont = true
@@ -227,7 +267,7 @@ func (s *sseReader) process() {
 		s.out = append(s.out, ev...)
 		return
 	}
-	msg, err := s.ex.rewriteMessage(data, false)
+	msg, err := s.ex.rewriteMessage(data, nil)
 	if err != nil {
 		s.fail(err)
 		return
@@ -255,6 +295,9 @@ func (s *sseReader) process() {
 	s.out = append(s.out, "\n\n"...)
 }
 
+// errSSEBudget is an event the gateway had no memory left to hold.
+var errSSEBudget = fmt.Errorf("%w (an SSE event)", errResponseBudget)
+
 // fail ends the stream: an error event for every call not answered.
 func (s *sseReader) fail(err error) {
 	s.done = true
@@ -267,6 +310,8 @@ func (s *sseReader) fail(err error) {
 		msg = errUpstreamResponse.Error()
 	case errors.Is(err, errEventTooLarge):
 		msg = "upstream SSE event too large"
+	case errors.Is(err, errResponseBudget):
+		msg = errResponseBudget.Error() + "; try again"
 	case ex.w != nil && ex.w.timedOut.Load():
 		msg = "upstream timed out"
 	}
@@ -312,6 +357,12 @@ func (b *sseBody) writeTo(w io.Writer) error {
 			return nil
 		}
 		s.next()
+		// The event as rewritten is counted, never refused: its call is
+		// answered in it. The next event finds the budget the lower.
+		if n := int64(cap(s.ev)+cap(s.out)) - s.held; n > 0 {
+			s.g.respInFlight.Add(n)
+			s.held += n
+		}
 		if len(s.out) > 0 {
 			if _, err := w.Write(s.out); err != nil {
 				return err

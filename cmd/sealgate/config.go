@@ -51,6 +51,7 @@ type Config struct {
 
 	MaxRequestBytes, MaxResponseBytes, MaxEventBytes int64
 	MaxRequestBytesInFlight                          int64
+	MaxResponseBytesInFlight                         int64
 	UpstreamTimeout, IdleTimeout, ShutdownTimeout    time.Duration
 	UpstreamHealth                                   string // a path probed on an upstream out of turn
 
@@ -95,6 +96,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", 8<<20, "largest request body")
 	fs.Int64Var(&c.MaxRequestBytesInFlight, "max-request-bytes-in-flight", 256<<20, "memory of all request bodies held at once; past it requests get 503 (0: no bound)")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 16<<20, "largest JSON response body (SSE streams are bounded per event)")
+	fs.Int64Var(&c.MaxResponseBytesInFlight, "max-response-bytes-in-flight", 256<<20, "memory of all JSON response bodies and SSE events held at once, until each client has taken its own; past it a response is dropped with a 503 error (0: no bound)")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 4<<20, "largest SSE event")
 	fs.StringVar(&c.UpstreamHealth, "upstream-health", "", "a path (such as /healthz) asked every second of an upstream that refused a connection, to put it back in turn once it answers (\"\": back after its time out, 1 s doubling to 30 s)")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 30*time.Second, "time for the upstream to send its response headers")
@@ -259,6 +261,9 @@ func (c *Config) check() error {
 	}
 	if c.MaxRequestBytesInFlight < 0 || c.MaxRequestBytesInFlight > 0 && c.MaxRequestBytesInFlight < c.MaxRequestBytes {
 		errs = append(errs, errors.New("-max-request-bytes-in-flight must be 0 (no bound) or at least -max-request-bytes"))
+	}
+	if c.MaxResponseBytesInFlight < 0 || c.MaxResponseBytesInFlight > 0 && c.MaxResponseBytesInFlight < max(c.MaxResponseBytes, c.MaxEventBytes) {
+		errs = append(errs, errors.New("-max-response-bytes-in-flight must be 0 (no bound) or at least -max-response-bytes and -max-event-bytes"))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))

@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -148,7 +149,16 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	}
 	// No ReadTimeout or WriteTimeout: they would end SSE streams. The
 	// body's deadline is the gateway's BodyTimeout.
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout,
+	// The requests in flight are waited for after a shutdown's deadline
+	// closed their connections: each records, before the process
+	// exits, that a single-use call it cut may not have run.
+	var inflight sync.WaitGroup
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inflight.Add(1)
+		defer inflight.Done()
+		g.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout,
 		TLSConfig: tlsConf, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if c.MaxConnections > 0 {
 		// Past the cap, an idle connection is closed for a new one, or
@@ -210,6 +220,16 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	<-loaded
 	if len(errs) > 0 {
 		log.Warn("sealgate: shutdown deadline passed; closed the connections left", "err", errors.Join(errs...))
+		// Their requests end at once (their contexts are cancelled);
+		// a single-use one records its doubt within the guard's
+		// timeout.
+		done := make(chan struct{})
+		go func() { inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			log.Warn("sealgate: requests still running 5 s after their connections closed")
+		}
 	}
 	log.Info("sealgate: stopped")
 	return nil
@@ -230,18 +250,19 @@ func serve(s *http.Server, ln net.Listener, tls bool) error {
 
 func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	g := &gateway.Gateway{
-		HealthPath:              c.UpstreamHealth,
-		KnownTargets:            c.knownTargets(),
-		BindSession:             c.BindSession,
-		StripAuthorization:      c.StripAuthorization,
-		MaxRequestBytes:         c.MaxRequestBytes,
-		MaxRequestBytesInFlight: c.MaxRequestBytesInFlight,
-		MaxResponseBytes:        c.MaxResponseBytes,
-		MaxEventBytes:           c.MaxEventBytes,
-		IdleTimeout:             c.IdleTimeout,
-		BodyTimeout:             c.BodyTimeout,
-		PassThrough:             splitList(c.PassThrough),
-		Logger:                  log,
+		HealthPath:               c.UpstreamHealth,
+		KnownTargets:             c.knownTargets(),
+		BindSession:              c.BindSession,
+		StripAuthorization:       c.StripAuthorization,
+		MaxRequestBytes:          c.MaxRequestBytes,
+		MaxRequestBytesInFlight:  c.MaxRequestBytesInFlight,
+		MaxResponseBytesInFlight: c.MaxResponseBytesInFlight,
+		MaxResponseBytes:         c.MaxResponseBytes,
+		MaxEventBytes:            c.MaxEventBytes,
+		IdleTimeout:              c.IdleTimeout,
+		BodyTimeout:              c.BodyTimeout,
+		PassThrough:              splitList(c.PassThrough),
+		Logger:                   log,
 	}
 	for _, s := range splitList(c.Upstream) {
 		u, err := url.Parse(s)

@@ -56,7 +56,12 @@ func servePay(ledger, addr string) {
 			ID     json.RawMessage
 			Params struct {
 				RequestState string
-				Arguments    struct{ MS int }
+				Arguments    struct {
+					MS int
+					// Cut: the upstream stops, unpaid, when its client
+					// goes before the MS are up.
+					Cut bool
+				}
 			}
 		}
 		testkit.Check(json.NewDecoder(r.Body).Decode(&msg))
@@ -65,7 +70,15 @@ func servePay(ledger, addr string) {
 			if msg.Params.Arguments.MS > 0 {
 				testkit.Check(os.WriteFile(ledger+".running", []byte(s), 0o644))
 			}
-			time.Sleep(time.Duration(msg.Params.Arguments.MS) * time.Millisecond)
+			done := time.After(time.Duration(msg.Params.Arguments.MS) * time.Millisecond)
+			select {
+			case <-done:
+			case <-r.Context().Done():
+				if msg.Params.Arguments.Cut {
+					return
+				}
+				<-done
+			}
 			mu.Lock()
 			_ = testkit.Must(f.WriteString(s + "\n"))
 			mu.Unlock()
@@ -233,11 +246,17 @@ var rpcMu sync.Mutex
 // first round, else the state and a confirmation.
 func pay(t *testing.T, gw, state string, ms int) answer {
 	t.Helper()
+	return payArgs(t, gw, state, map[string]any{"ms": ms})
+}
+
+// payArgs is pay with the arguments given.
+func payArgs(t *testing.T, gw, state string, args map[string]any) answer {
+	t.Helper()
 	rpcMu.Lock()
 	rpcID++
 	id := rpcID
 	rpcMu.Unlock()
-	params := map[string]any{"name": "pay", "arguments": map[string]any{"ms": ms}}
+	params := map[string]any{"name": "pay", "arguments": args}
 	if state != "" {
 		params["requestState"] = state
 		params["inputResponses"] = map[string]any{"ok": map[string]any{"action": "accept"}}
