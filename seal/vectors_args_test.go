@@ -39,6 +39,19 @@ func (v *argsVector) input(t *testing.T) []byte {
 	return unhex(t, v.InputHex)
 }
 
+// limits are the vector's bounds, 0 taken as the default (docs/FORMAT.md,
+// "Argument digest").
+func (v *argsVector) limits() canonjson.Limits {
+	lim := canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}
+	if lim.MaxBytes == 0 {
+		lim.MaxBytes = DefaultMaxArgsBytes
+	}
+	if lim.MaxDepth == 0 {
+		lim.MaxDepth = DefaultMaxArgsDepth
+	}
+	return lim
+}
+
 func (v *argsVector) options() ArgsOptions {
 	return ArgsOptions{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}
 }
@@ -47,7 +60,7 @@ func (v *argsVector) options() ArgsOptions {
 // one the vector expects, and what it got.
 func (v *argsVector) run(t *testing.T) (ok bool, got string) {
 	in := v.input(t)
-	canon, err := canonjson.Append(nil, in, canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}, excludedArgs)
+	canon, err := canonjson.Append(nil, in, v.limits(), excludedArgs)
 	d, derr := v.options().Digest(in)
 	if (err == nil) != (derr == nil) {
 		t.Fatalf("%s: canonjson.Append and Digest disagree: %v, %v", v.Name, err, derr)
@@ -98,7 +111,7 @@ func av(t *testing.T, name, comment, input string, edit ...func(*argsVector)) ar
 		e(&v)
 	}
 	in := v.input(t)
-	canon, err := canonjson.Append(nil, in, canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}, excludedArgs)
+	canon, err := canonjson.Append(nil, in, v.limits(), excludedArgs)
 	if err != nil {
 		for r, e := range refusals {
 			if errors.Is(err, e) {
@@ -137,6 +150,7 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "null", "null: the empty object", `null`),
 		av(t, "null-over-limit", "null over a 3-byte limit: the size is checked first, so refused, not the empty object", `null`, bounds(3, 64)),
 		av(t, "null-in-whitespace", "null between JSON whitespace: the empty object", " null\n"),
+		av(t, "member-null-kept", "a member whose value is null is a member, written as such: not absent, not the empty object", `{"a":null}`),
 		av(t, "byte-order-mark", "a UTF-8 byte-order mark is not JSON whitespace", "\ufeff{}"),
 		av(t, "vertical-tab", "\\v is not JSON whitespace", "\v{}"),
 		av(t, "no-break-space", "U+00A0 is not JSON whitespace", "\u00a0{}"),
@@ -176,6 +190,8 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "depth-empty-object-over-limit", "an empty object is a level: four levels over a limit of 3", `{"a":{"b":{"c":{}}}}`, bounds(1<<20, 3)),
 		av(t, "depth-bound-one", "a limit of 1, the smallest: the arguments object alone", `{"a":1,"b":"x"}`, bounds(1<<20, 1)),
 		av(t, "depth-bound-one-over", "a limit of 1: an empty array inside is a second level", `{"a":[]}`, bounds(1<<20, 1)),
+		av(t, "depth-default-bound-at-limit", "64 levels (the object and 63 arrays) with both bounds 0, the defaults: 4 MiB and 64 levels, so accepted", `{"a":`+strings.Repeat("[", 63)+strings.Repeat("]", 63)+`}`, bounds(0, 0)),
+		av(t, "depth-default-bound-over-limit", "65 levels with both bounds 0, the defaults: over 64 levels, refused (0 is the default, not no bound)", `{"a":`+strings.Repeat("[", 64)+strings.Repeat("]", 64)+`}`, bounds(0, 0)),
 		av(t, "depth-at-largest-bound", "10 000 levels (the object and 9 999 arrays) under the largest limit, 10 000: accepted, though many parsers stop at 512 or 1 000", `{"a":`+strings.Repeat("[", 9999)+strings.Repeat("]", 9999)+`}`, bounds(1<<20, MaxArgsDepthLimit)),
 		av(t, "depth-past-largest-bound", "10 001 levels under the largest limit, 10 000", `{"a":`+strings.Repeat("[", 10000)+strings.Repeat("]", 10000)+`}`, bounds(1<<20, MaxArgsDepthLimit)),
 		// Rule 6: duplicate names.

@@ -26,6 +26,17 @@ import (
 // reading instead. It returns the canonical text, or ok false if the
 // input is refused; which rule refuses is not part of the format.
 func digestModel(in []byte, maxBytes, maxDepth int, mut string) (canonical string, ok bool) {
+	// Bounds of 0 are the defaults.
+	switch {
+	case mut == "zero-bound-unlimited" && maxDepth == 0:
+		maxDepth = MaxArgsDepthLimit
+	case mut == "zero-bound-zero":
+	case maxDepth == 0:
+		maxDepth = DefaultMaxArgsDepth
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxArgsBytes
+	}
 	d := &dmodel{mut: mut, maxDepth: maxDepth}
 	if d.m("null-before-size") {
 		if s := bytes.Trim(in, " \t\r\n"); len(s) == 0 || string(s) == "null" {
@@ -703,6 +714,7 @@ func TestDigestMutations(t *testing.T) {
 }
 
 var digestMutations = []string{
+	"zero-bound-unlimited", "zero-bound-zero",
 	"size-after-trim", "no-size-limit", "trim-unicode-space", "null-refused",
 	"lone-surrogates", "no-depth-limit", "depth-from-zero", "no-duplicate-check",
 	"no-fold-check", "ascii-fold", "lower-fold", "fold-kept-only",

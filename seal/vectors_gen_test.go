@@ -248,6 +248,12 @@ func writeVectors(t *testing.T) {
 
 	g.limitVectors(macKey, aeadKey, tool, older)
 
+	// What a client is told: the opener's reason for each error.
+	for i := range g.vs {
+		if err := expectErr[g.vs[i].Expect]; err != nil {
+			g.vs[i].Reason = Reason(err)
+		}
+	}
 	out, err := json.MarshalIndent(vectorFile{
 		Format:      "stateseal v1",
 		Note:        "Keys and nonces are derived test values (SHA-256 of a label). Never use them for anything else. See docs/FORMAT.md.",

@@ -3,6 +3,7 @@ package seal
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -143,5 +144,103 @@ func (g *gen) limitVectors(macKey, aeadKey keyring.Key, tool Binding, older keyr
 	g.ok("aead-single-use-digest", "a 33-byte args_digest (the digest and mrtr's single-use mark 0x01): bound as it is, whatever its length", aeadKey, single, []byte("once"), 300_000)
 	if hex.EncodeToString(single.ArgsDigest[32:]) != "01" {
 		t.Fatal("single-use mark")
+	}
+
+	g.lastReadings(macKey, tool, older)
+}
+
+// lastReadings are the vectors of issue 37: an opener's clock before 1970
+// and at -0.5 s, a sealer's newest key a few seconds ahead of now, a
+// server skew of 0 with no keyset, and a request without arguments.
+func (g *gen) lastReadings(macKey keyring.Key, tool Binding, older keyring.Key) {
+	t := g.t
+	var at1970 vector
+	for _, v := range g.vs {
+		if v.Name == "seal-now-at-1970" {
+			at1970 = v
+		}
+	}
+	reopen := func(base vector, name, expect, comment string, nowMillis int64, skew *int64) {
+		v := base
+		v.Name, v.Comment, v.Expect = name, comment, expect
+		v.Open.NowMillis, v.Open.Skew = nowMillis, skew
+		if expect != "ok" {
+			v.Seal, v.AD = nil, ""
+		}
+		g.vs = append(g.vs, v)
+	}
+	reopen(at1970, "open-now-before-1970", "ok", "issued_at 0, the opener's clock 30 s before 1970 (now_ms -30000), skew 30 s: issued_at - skew <= now, so it opens; a clock before 1970 is no error of its own", -30_000, i64(30))
+	reopen(at1970, "open-now-before-1970-by-1ms", "not_yet_valid", "issued_at 0, the opener's clock at now_ms -30001: floor(now) is -31 (toward minus infinity, not toward 0, which gives -30), before issued_at - skew", -30_001, i64(30))
+	reopen(at1970, "open-now-minus-half-second", "not_yet_valid", "issued_at 0, the server's skew 0 (none), the opener's clock at -0.5 s: floor(now) is -1, before issued_at; truncated toward 0 it would be 0 and open", -500, i64(0))
+
+	// A sealer has no skew: a key activating 5 s after now does not seal,
+	// whatever skew the server or the keyset allows.
+	soon := vkey("soon", keyring.AEAD)
+	soon.Activation = time.Unix(iat+5, 0)
+	vs := sealAt(300_000)
+	vs.Policy = &vectorPolicy{3600, 600}
+	open := g.check
+	open.Policy = vs.Policy
+	g.vs = append(g.vs, makeVector(t, "seal-pending-within-skew", "the newest active key activates 5 s after now, within the keyset's skew of 600 s: the older key seals; skew never changes which key seals",
+		[]keyring.Key{older, soon}, tool, []byte("which key"), vs, open))
+
+	// A server skew of 0 is no skew, with no keyset too.
+	five := makeVector(t, "mac-server-skew-zero-last-second", "lifetime 300 s, the server's skew 0 (none), no keyset: opened at issued_at + 299", []keyring.Key{macKey}, tool, []byte("p7"), sealAt(300_000), g.check)
+	five.Open.NowMillis, five.Open.Skew = (iat+299)*1000, i64(0)
+	g.vs = append(g.vs, five)
+	g.bad(five, "mac-server-skew-zero", "expired", "lifetime 300 s, the server's skew 0 (none, not the default 30 s), no keyset: expired at issued_at + 300", func(v *vector) {
+		v.Open.NowMillis = (iat + 300) * 1000
+	})
+
+	// A request without arguments binds the digest of {}, never an empty
+	// args_digest.
+	none := tool
+	none.ArgsDigest = testkit.Must(ArgsDigest(nil))
+	if hex.EncodeToString(none.ArgsDigest) != "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a" {
+		t.Fatal("the digest of {}")
+	}
+	noArgs := g.ok("mac-no-arguments", "a request without arguments (arguments absent, empty, null or {}): args_digest is the SHA-256 of {}, not empty", macKey, none, []byte("a"), 300_000)
+	g.bad(noArgs, "mac-no-arguments-empty-digest", "invalid", "the token of mac-no-arguments opened under an empty args_digest (a server that binds no arguments): another binding", func(v *vector) {
+		v.Binding.ArgsDigest = ""
+	})
+}
+
+// TestFractionalDurations holds the package to docs/FORMAT.md's reading of
+// durations finer than seconds, which a vector, in whole seconds, cannot
+// carry: a range is checked on the value as given, then the maximum TTL
+// and the skew are rounded down, and the default TTL, a requested TTL, is
+// rounded up when it seals.
+func TestFractionalDurations(t *testing.T) {
+	k := vkey("fraction", keyring.MAC)
+	at := time.Unix(iat, 0)
+	now := func() time.Time { return at }
+	for name, o := range map[string]*Options{
+		"skew 600.5 s":      {Skew: MaxSkew + time.Second/2},
+		"max TTL 0.5 s":     {MaxTTL: time.Second / 2, DefaultTTL: time.Second},
+		"max TTL limit+0.5": {MaxTTL: MaxTTLLimit + time.Second/2},
+	} {
+		if _, err := New(newRing(t, k), o); err == nil {
+			t.Errorf("%s: accepted; the range is checked before rounding", name)
+		}
+	}
+	s := testkit.Must(New(newRing(t, k), &Options{Now: now, DefaultTTL: 90500 * time.Millisecond, MaxTTL: 3600900 * time.Millisecond, Skew: 1900 * time.Millisecond}))
+	tool := Binding{Method: "tools/call", Target: "t", Principal: "p"}
+	tok := testkit.Must(s.Seal(tool, []byte("x"), 0))
+	h := testkit.Must(s.Inspect(tok))
+	if life := h.Expiry.Sub(h.IssuedAt); life != 91*time.Second {
+		t.Errorf("a default TTL of 90.5 s sealed for %v, want 91 s (rounded up, as a requested TTL)", life)
+	}
+	long := testkit.Must(s.Seal(tool, []byte("x"), 2*time.Hour))
+	if h := testkit.Must(s.Inspect(long)); h.Expiry.Sub(h.IssuedAt) != time.Hour {
+		t.Errorf("a maximum TTL of 3600.9 s sealed for %v, want 3600 s (rounded down)", h.Expiry.Sub(h.IssuedAt))
+	}
+	// A skew of 1.9 s is 1 s: a token 91 s long expires at issued_at + 92.
+	at = time.Unix(iat+91, 0)
+	if _, err := s.Open(tool, tok); err != nil {
+		t.Errorf("at issued_at + lifetime + 0 s: %v, want it to open under a skew of 1 s", err)
+	}
+	at = time.Unix(iat+92, 0)
+	if _, err := s.Open(tool, tok); !errors.Is(err, ErrExpired) {
+		t.Errorf("at issued_at + lifetime + 1 s: %v, want expired under a skew of 1.9 s rounded down to 1 s", err)
 	}
 }

@@ -69,6 +69,8 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 		now = -floorDiv(-v.Open.NowMillis, 1000)
 	case m("open-now-rounded"):
 		now = floorDiv(v.Open.NowMillis+500, 1000)
+	case m("open-now-truncated"):
+		now = v.Open.NowMillis / 1000
 	}
 	id := hex.EncodeToString(raw[1:min(5, len(raw))])
 	keyOK := func() bool {
@@ -181,6 +183,9 @@ func modelLimit(server *int64, def int64, p *vectorPolicy, skew bool, mut string
 	if server != nil && skew && *server == 0 && m("server-zero-skew-as-unset") {
 		server = nil
 	}
+	if p == nil && server != nil && skew && *server == 0 && m("zero-skew-as-unset-without-keyset") {
+		server = nil
+	}
 	if p == nil || m("policy-ignored") {
 		if server == nil {
 			return def
@@ -276,6 +281,7 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 		case m("seal-ignores-activation"):
 		case m("seal-activation-exclusive") && k.Activation*1000 >= vs.NowMillis:
 			continue
+		case m("seal-activation-with-skew") && (k.Activation-modelLimit(nil, 30, vs.Policy, true, ""))*1000 <= vs.NowMillis:
 		case k.Activation*1000 > vs.NowMillis:
 			continue
 		}
@@ -513,4 +519,6 @@ var tokenMutations = []string{
 	"policy-default-as-server-value", "default-ttl-uncapped", "policy-skew-zero-as-default",
 	"server-zero-skew-as-unset", "varint-threshold-256", "seal-retired-seals", "seal-clock-unchecked", "seal-clock-max-exclusive",
 	"seal-clock-upper-only", "binding-invalid-utf8-replaced", "digest-must-be-32",
+	// Readings no vector caught before the vectors for issue 37.
+	"open-now-truncated", "zero-skew-as-unset-without-keyset", "seal-activation-with-skew",
 }

@@ -41,6 +41,9 @@ type vector struct {
 	Token   string      `json:"token"`
 	Open    vectorCheck `json:"open,omitzero"` // none for not_sealed
 	Expect  string      `json:"expect"`
+	// Reason is what a client may be told of the opener's error:
+	// "invalid" or "expired" (seal.Reason); none for ok and not_sealed.
+	Reason string `json:"reason,omitempty"`
 }
 
 type vectorKey struct {
@@ -126,6 +129,9 @@ func TestVectors(t *testing.T) {
 			if !ok {
 				t.Fatalf("unknown expectation %q", v.Expect)
 			}
+			if (v.Reason != "") != (want != nil) {
+				t.Fatalf("reason %q with expect %s: an opener's error has a reason, ok and not_sealed none", v.Reason, v.Expect)
+			}
 			if v.Expect == "not_sealed" {
 				if _, err := v.seal(t, v.binding(t)); err == nil {
 					t.Fatal("sealed; the vector says the sealer refuses")
@@ -147,6 +153,9 @@ func TestVectors(t *testing.T) {
 			}
 			if !errors.Is(err, want) {
 				t.Fatalf("Open: %v, want %v", err, want)
+			}
+			if r := Reason(err); r != v.Reason {
+				t.Fatalf("the client is told %q, the vector says %q", r, v.Reason)
 			}
 		})
 	}
