@@ -114,7 +114,12 @@ func (g *kvGen) boundaryVectors(s, fleet, mac, next *kvBuild, single kvSpec, cfg
 	g.ok("valid-pending-within-skew", "a key activating 1 s after now, within the 30 s skew: not the primary; activation is compared with no skew", soon, cfg)
 
 	// Retired keys are validated like any other.
-	malformed("retired-duplicate-key-id", "the retired key renumbered to the primary's id", g.edit(fd, "", kvID(kvRetired), kvID(kvPrimary)))
+	// Two retired keys of one id, so that retired_keys (which lists it
+	// once) agrees with both: only the uniqueness of ids is broken.
+	rs := strings.Index(string(fd), "{\n      "+kvID(kvRetired))
+	re := rs + strings.Index(string(fd[rs:]), "\n    }") + len("\n    }")
+	malformed("retired-duplicate-key-id", "the retired key listed twice, both retired, its id once in retired_keys: key ids are unique among retired keys too",
+		[]byte(string(fd[:re])+",\n    "+string(fd[rs:re])+string(fd[re:])))
 	rc := `"created": "` + kvTime(-90*kvDay)
 	malformed("retired-invalid-date", "the retired key created on February 30", g.edit(fd, kvID(kvRetired), rc, `"created": "2026-02-30T10:00:00Z`))
 	malformed("retired-activation-before-created", "the retired key activated a second before it was created",

@@ -550,7 +550,7 @@ func writeKeysetVectors(t *testing.T) {
 	malformed("version-fraction", "version 1.0: integers have no fraction", g.edit(sd, "", `"version": 1,`, `"version": 1.0,`))
 	malformed("version-exponent", "version 1e0: integers have no exponent", g.edit(sd, "", `"version": 1,`, `"version": 1e0,`))
 	malformed("version-string", `version "1"`, g.edit(sd, "", `"version": 1,`, `"version": "1",`))
-	malformed("version-over-64-bits", "version 2^64", g.edit(sd, "", `"version": 1,`, `"version": 18446744073709551616,`))
+	malformed("version-over-64-bits", "version 2^64, its link to 2^64-2 otherwise valid: only the version's bound is broken", g.edit(g.doc(maxVersion), "", `"version": 18446744073709551615,`, `"version": 18446744073709551616,`))
 	malformed("id-empty", "an empty keyset id", g.edit(sd, "", `"id": "ks-`+hex.EncodeToString(kvDerive("keyset id single", 8))+`"`, `"id": ""`))
 	malformed("kek-empty", "an empty kek", g.edit(sd, "", `"kek": "local:stateseal.kek"`, `"kek": ""`))
 	keysAt, authAt := bytes.Index(sd, []byte(`"keys": [`)), bytes.Index(sd, []byte(`"auth": {`))
@@ -765,6 +765,7 @@ func writeKeysetVectors(t *testing.T) {
 	unwrap("pending-only-and-bad-key", "no key can seal now, and a decrypt-only key does not unwrap: keys are unwrapped before the primary is looked for", pendingBad)
 
 	g.boundaryVectors(s, fleet, mac, next, single, cfg)
+	g.lastReadings(s, fleet, next, single, cfg)
 
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)

@@ -318,6 +318,9 @@ func (r *kmReader) object(v *kmValue, where string, names ...string) map[string]
 			}
 		}
 		if !slices.Contains(names, name) {
+			if r.mut == "unknown-null-members-ignored" && m.value.kind == 'n' {
+				continue
+			}
 			if r.mut == "unknown-members-ignored" && where == "top" || r.mut == "nested-unknown-members-ignored" && where != "top" {
 				continue
 			}
@@ -401,12 +404,13 @@ func (r *kmReader) time(s string) int64 {
 		n[i] = testkit.Must(strconv.ParseInt(m[i+1], 10, 64))
 	}
 	y, mo, d := n[0], n[1], n[2]
-	leap := y%4 == 0 && (y%100 != 0 || y%400 == 0)
+	leap := y%4 == 0 && (y%100 != 0 || y%400 == 0 || r.mut == "times-leap-every-4-years")
 	days := []int64{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
 	if leap {
 		days[1] = 29
 	}
-	if mo < 1 || mo > 12 || d < 1 || d > days[mo-1] || n[3] > 23 || n[4] > 59 || n[5] > 59 {
+	hour24 := r.mut == "times-hour-24" && n[3] == 24 && n[4] == 0 && n[5] == 0 // as the next day's midnight, ISO 8601's end of day
+	if mo < 1 || mo > 12 || d < 1 || d > days[mo-1] || n[3] > 23 && !hour24 || n[4] > 59 || n[5] > 59 {
 		r.bad = true
 		return 0
 	}
@@ -484,6 +488,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	}
 	d.version = version.Uint64()
+	if m("version-as-double") && d.version < 1<<63 {
+		d.version = uint64(float64(d.version))
+	}
 	pol := r.object(top["policy"], "policy", kmPolicyNames...)
 	for i, name := range kmPolicyNames {
 		n := r.integer(pol[name], m("policy-as-float"))
@@ -551,6 +558,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			return nil, false
 		}
 		for _, lv := range hv.items {
+			if lv.kind == 'n' && m("null-history-elements-skipped") {
+				continue
+			}
 			f := r.object(lv, "link", "version", "tag")
 			n := r.integer(f["version"], false)
 			if n.Sign() < 0 || n.BitLen() > 64 {
@@ -571,6 +581,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			return nil, false
 		}
 		for _, iv := range rv.items {
+			if iv.kind == 'n' && m("null-retired-elements-skipped") {
+				continue
+			}
 			h := r.str(iv)
 			if !regexp.MustCompile("^[0-9a-f]{8}$").MatchString(h) {
 				return nil, false
@@ -583,12 +596,13 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	}
 	// History and retired keys.
-	if !m("history-optional") && (d.version <= 1) != (len(d.history) == 0) || len(d.history) > 32 && !m("history-unbounded") {
+	if !m("history-optional") && (d.version <= 1) != (len(d.history) == 0) || len(d.history) > 32 && !m("history-unbounded") ||
+		len(d.history) == 32 && m("history-max-exclusive") {
 		return nil, false
 	}
 	below := d.version
 	for _, l := range d.history {
-		if (l.version >= below || l.version == 0) && !m("history-order-ignored") {
+		if (l.version >= below || l.version == 0 && !m("history-link-zero-accepted")) && !m("history-order-ignored") {
 			return nil, false
 		}
 		below = l.version
@@ -681,7 +695,7 @@ func kmIdentity(u, mut string) string {
 	if query == "" {
 		return u
 	}
-	type param struct{ name, value string }
+	type param struct{ name, value, raw string } // raw: the name as written
 	var ps []param
 	for _, part := range strings.Split(query, "&") {
 		if part == "" && !m("identity-empty-pieces-kept") {
@@ -689,7 +703,7 @@ func kmIdentity(u, mut string) string {
 		}
 		if m("identity-raw-query") {
 			if n, _, _ := strings.Cut(part, "="); n != "endpoint" && n != "insecure" {
-				ps = append(ps, param{part, ""})
+				ps = append(ps, param{part, "", part})
 			}
 			continue
 		}
@@ -697,15 +711,21 @@ func kmIdentity(u, mut string) string {
 		if i := strings.LastIndexByte(part, '='); i >= 0 && m("identity-split-at-last-equals") {
 			n, v = part[:i], part[i+1:]
 		}
+		raw := n
 		n, err1 := kmUnescape(n)
 		v, err2 := kmUnescape(v)
-		if err1 != nil || err2 != nil || n == "endpoint" || n == "insecure" {
+		if m("transport-names-raw") && (raw == "endpoint" || raw == "insecure") {
 			continue
 		}
-		ps = append(ps, param{n, v})
+		if err1 != nil || err2 != nil || (n == "endpoint" || n == "insecure") && !m("transport-names-raw") {
+			continue
+		}
+		ps = append(ps, param{n, v, raw})
 	}
 	switch {
 	case m("identity-unsorted"):
+	case m("identity-sort-escaped"):
+		slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.raw, b.raw) })
 	case m("identity-values-sorted"):
 		slices.SortFunc(ps, func(a, b param) int {
 			return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.value, b.value))
@@ -889,6 +909,9 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			return "stale"
 		}
 		ahead := now + (d.policy[4]+d.policy[2])*1000
+		if m("window-skew-30") {
+			ahead = now + (d.policy[4]+30)*1000
+		}
 		if m("expiry-ahead-without-skew") {
 			ahead = now + d.policy[4]*1000
 		}
@@ -962,6 +985,9 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		}
 		if d.version > h.version && !m("history-ignored") {
 			for _, l := range d.history {
+				if m("history-link-by-tag-only") && bytes.Equal(l.tag, h.tag) {
+					return ""
+				}
 				if l.version == h.version {
 					same := bytes.Equal(l.tag, h.tag)
 					switch {

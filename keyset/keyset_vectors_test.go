@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -284,6 +285,9 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 				if e != nil && errors.Is(err, e) {
 					t.Fatalf("%v (%s); want a malformed document", err, name)
 				}
+			}
+			if r, ok := kvReasons[v.Name]; ok && !strings.Contains(err.Error(), r) {
+				t.Fatalf("%v; want it malformed for the reason the vector gives (%q)", err, r)
 			}
 		}
 		return
