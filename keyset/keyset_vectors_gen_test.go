@@ -776,10 +776,11 @@ func writeKeysetVectors(t *testing.T) {
 		keks = append(keks, kvKEK{URL: u, Key: hex.EncodeToString(kvDerive("kek "+u, 32))})
 	}
 	if err := enc.Encode(kvFile{
-		Format:  "stateseal keyset vectors v1",
-		Note:    "KEK values, data keys, authentication keys and nonces are derived test values (SHA-256 of a label). Never use them for anything else. See docs/KEYSET-FORMAT.md.",
-		KEKs:    keks,
-		Vectors: g.vs,
+		Format:   "stateseal keyset vectors v1",
+		Note:     "KEK values, data keys, authentication keys and nonces are derived test values (SHA-256 of a label). Never use them for anything else. See docs/KEYSET-FORMAT.md.",
+		KEKs:     keks,
+		Vectors:  g.vs,
+		KEKFiles: kekFileVectors(t),
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,19 @@ package keyset
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+
+	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyring"
@@ -152,5 +158,175 @@ func TestTwoConfiguredFirstOpened(t *testing.T) {
 	}
 	if len(opened) != 1 || opened[0] != first {
 		t.Fatalf("opened %q; want the KEK's URL %q alone", opened, first)
+	}
+}
+
+// kvKEKFile is a local KEK's file (or environment variable) text and what
+// a reader makes of it: the key, or a refusal.
+type kvKEKFile struct {
+	Name    string `json:"name"`
+	Comment string `json:"comment"`
+	Text    string `json:"text"`
+	Expect  string `json:"expect"`        // "ok" or "refused"
+	Key     string `json:"key,omitempty"` // hex, for ok
+}
+
+// kekFileVectors are the KEK file vectors, each decided by Go's local
+// backend.
+func kekFileVectors(t *testing.T) []kvKEKFile {
+	key := kvDerive("kek file", 32)
+	line := "stateseal-kek-v1:" + base64.RawURLEncoding.EncodeToString(key)
+	var out []kvKEKFile
+	add := func(name, comment, text string) {
+		v := kvKEKFile{Name: name, Comment: comment, Text: text, Expect: "refused"}
+		if got, ok := goKEKFile(t, text); ok {
+			v.Expect, v.Key = "ok", hex.EncodeToString(got)
+		}
+		out = append(out, v)
+	}
+	add("kek-file-line", "the line alone", line)
+	add("kek-file-final-newline", "a final LF, as sealctl kek writes it", line+"\n")
+	add("kek-file-crlf", "a final CR LF", line+"\r\n")
+	add("kek-file-blanks-around", "spaces, tabs and line breaks before and after: all trimmed", " \t\r\n"+line+" \t\n\n")
+	add("kek-file-form-feed", `a final form feed (\f): not one of the four bytes trimmed (Go's strings.TrimSpace, JavaScript's trim() and Python's strip() take it)`, line+"\f")
+	add("kek-file-vertical-tab", `a final vertical tab (\v)`, line+"\v")
+	add("kek-file-no-break-space", "a final U+00A0 NO-BREAK SPACE", line+"\u00a0")
+	add("kek-file-next-line", "a final U+0085 NEXT LINE (Go's and Python's whitespace)", line+"\u0085")
+	add("kek-file-byte-order-mark", "a leading U+FEFF byte-order mark (JavaScript's trim() takes it)", "\ufeff"+line)
+	add("kek-file-unit-separator", "a final U+001F (Python's strip() takes U+001C to U+001F)", line+"\x1f")
+	add("kek-file-line-separator", "a final U+2028 LINE SEPARATOR", line+"\u2028")
+	add("kek-file-two-lines", "the line twice: one line only", line+"\n"+line+"\n")
+	add("kek-file-space-after-prefix", "a space after the prefix: nothing is trimmed inside", "stateseal-kek-v1: "+line[len("stateseal-kek-v1:"):])
+	add("kek-file-padded", "the base64url padded with '='", line+"=")
+	add("kek-file-31-bytes", "a key of 31 bytes", "stateseal-kek-v1:"+base64.RawURLEncoding.EncodeToString(key[:31]))
+	add("kek-file-upper-case-prefix", "the prefix in upper case", "STATESEAL-KEK-V1:"+line[len("stateseal-kek-v1:"):])
+	return out
+}
+
+// goKEKFile opens text as a local KEK file with Go's backend and returns
+// its key, found by opening what the KEK wraps.
+func goKEKFile(t *testing.T, text string) ([]byte, bool) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "k.kek"), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kek, err := backends.Open(ctx, "local:k.kek", &backends.OpenOptions{Dir: dir})
+	if err != nil {
+		return nil, false
+	}
+	w, err := kek.Wrap(ctx, []byte("probe"), []byte("ad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key is 32 bytes of base64url after the prefix, and it must open
+	// what the KEK wrapped: Go's backend read exactly that key.
+	enc := strings.Trim(text, " \t\r\n")[len("stateseal-kek-v1:"):]
+	key, err := base64.RawURLEncoding.Strict().DecodeString(enc)
+	if err != nil {
+		t.Fatalf("Go read a key from %q, which the test cannot", text)
+	}
+	a, err := chacha20poly1305.NewX(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Open(nil, w[1:25], w[25:], []byte("ad")); err != nil {
+		t.Fatalf("Go's KEK from %q is not the key the text holds", text)
+	}
+	return key, true
+}
+
+// kmKEKFile reads a KEK file's text as docs/KEYSET-FORMAT.md says, or
+// with a wrong reading of which bytes are trimmed.
+func kmKEKFile(text, mut string) ([]byte, bool) {
+	switch mut {
+	case "kek-file-untrimmed":
+	case "kek-file-go-trim":
+		text = strings.TrimSpace(text)
+	case "kek-file-js-trim": // ECMAScript's WhiteSpace and LineTerminator
+		text = strings.TrimFunc(text, func(r rune) bool {
+			return unicode.Is(unicode.Zs, r) || strings.ContainsRune("\t\v\f\ufeff\n\r\u2028\u2029", r)
+		})
+	case "kek-file-python-strip": // str.isspace
+		text = strings.TrimFunc(text, func(r rune) bool {
+			return unicode.IsSpace(r) || 0x1c <= r && r <= 0x1f || unicode.In(r, unicode.Zl, unicode.Zp)
+		})
+	default:
+		text = strings.Trim(text, " \t\n\r")
+	}
+	enc, ok := strings.CutPrefix(text, "stateseal-kek-v1:")
+	if !ok || strings.ContainsAny(enc, "=+/ \t\r\n") {
+		return nil, false
+	}
+	key, err := base64.RawURLEncoding.Strict().DecodeString(enc)
+	if err != nil || len(key) != 32 {
+		return nil, false
+	}
+	return key, true
+}
+
+// kmKEKFileMutations are the wrong readings of the KEK file, each with the
+// vector that catches it (KEYSET-FORMAT.md's table under "KEK file").
+func kmKEKFileTable(t *testing.T) map[string]string {
+	data, err := os.ReadFile("../docs/KEYSET-FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	const title = "\n### KEK file rules and the vectors that pin them"
+	i := strings.Index(doc, title)
+	if i < 0 {
+		t.Fatalf("KEYSET-FORMAT.md has no section %q", title[5:])
+	}
+	doc = doc[i+1:]
+	if j := strings.Index(doc[4:], "\n#"); j >= 0 {
+		doc = doc[:j+4]
+	}
+	out := map[string]string{}
+	for _, r := range regexp.MustCompile("(?m)^\\| `([a-z0-9-]+)` \\|[^|]*\\| `([a-z0-9-]+)` \\|").FindAllStringSubmatch(doc, -1) {
+		out[r[1]] = r[2]
+	}
+	return out
+}
+
+// TestKEKFileVectors: Go's local backend and the model written from the
+// text read every KEK file vector alike, and each wrong reading the text
+// lists fails the vector it names.
+func TestKEKFileVectors(t *testing.T) {
+	f := readKeysetVectors(t)
+	if len(f.KEKFiles) < 10 {
+		t.Fatalf("%d KEK file vectors, want at least 10", len(f.KEKFiles))
+	}
+	agrees := func(v kvKEKFile, mut string) bool {
+		key, ok := kmKEKFile(v.Text, mut)
+		return ok == (v.Expect == "ok") && hex.EncodeToString(key) == v.Key
+	}
+	byName := map[string]kvKEKFile{}
+	for _, v := range f.KEKFiles {
+		byName[v.Name] = v
+		if v.Expect != "ok" && v.Expect != "refused" {
+			t.Errorf("%s: expect %q", v.Name, v.Expect)
+		}
+		key, ok := goKEKFile(t, v.Text)
+		if ok != (v.Expect == "ok") || hex.EncodeToString(key) != v.Key {
+			t.Errorf("%s: Go reads %x, %v; the vector says %s %s", v.Name, key, ok, v.Expect, v.Key)
+		}
+		if !agrees(v, "") {
+			t.Errorf("%s: the model disagrees", v.Name)
+		}
+	}
+	table := kmKEKFileTable(t)
+	if len(table) == 0 {
+		t.Fatal("KEYSET-FORMAT.md lists no wrong reading of the KEK file")
+	}
+	for mut, catcher := range table {
+		v, ok := byName[catcher]
+		if !ok {
+			t.Errorf("%s: KEYSET-FORMAT.md names %s, which is not a KEK file vector", mut, catcher)
+			continue
+		}
+		if agrees(v, mut) {
+			t.Errorf("%s: KEYSET-FORMAT.md names %s, which it passes", mut, catcher)
+		}
 	}
 }

@@ -37,6 +37,8 @@ type kvFile struct {
 	Note    string     `json:"note"`
 	KEKs    []kvKEK    `json:"keks"`
 	Vectors []kvVector `json:"vectors"`
+	// KEKFiles are local KEK files' texts and what they hold.
+	KEKFiles []kvKEKFile `json:"kek_files"`
 }
 
 // kvKEK is a local KEK: its URL and its 32-byte value (hex). Its file holds
