@@ -127,7 +127,7 @@ func (g *kvGen) boundaryVectors(s, fleet, mac, next *kvBuild, single kvSpec, cfg
 
 	// The configured minimum and the installed version: both floors hold.
 	g.refuse("rollback-installed-above-min-version", "rollback", "min_version 7 configured, version 8 installed: version 7 is refused (the higher floor holds)", fd,
-		with(func(c *kvConfig) { c.MinVersion, c.After = 7, "valid-next-version" }))
+		with(func(c *kvConfig) { c.MinVersion, c.After = 7, []string{"valid-next-version"} }))
 
 	// Which KEK unwraps: the configured URL the document's kek matches,
 	// never another trusted one.
@@ -146,7 +146,7 @@ func (g *kvGen) boundaryVectors(s, fleet, mac, next *kvBuild, single kvSpec, cfg
 
 	// Fork state: a loader remembers the installed version's tag as its
 	// 32 bytes, and compares tags as bytes, however they are written.
-	after := with(func(c *kvConfig) { c.After = "valid-rotation" })
+	after := with(func(c *kvConfig) { c.After = []string{"valid-rotation"} })
 	tag7 := base64.RawURLEncoding.EncodeToString(fleet.ks.Auth.Tag)
 	g.okAfter("fork-tag-escaped", `the installed version 7 again, its auth.tag's first character written as a \u escape: the same 32 bytes, the same tag, not a fork`,
 		g.edit(fd, `"auth": {`, `"tag": "`+tag7[:1], `"tag": "\u00`+hex2(tag7[0])), after)

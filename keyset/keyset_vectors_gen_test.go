@@ -303,7 +303,7 @@ func (g *kvGen) okAfter(name, comment string, doc []byte, cfg kvConfig) {
 	g.t.Helper()
 	v := kvVector{Name: name, Comment: comment, Document: string(doc), Config: cfg, Expect: "ok"}
 	for _, o := range g.vs {
-		if o.Name == cfg.After {
+		if o.Name == cfg.After[len(cfg.After)-1] {
 			v.Loaded = o.Loaded
 		}
 	}
@@ -477,7 +477,7 @@ func writeKeysetVectors(t *testing.T) {
 	g.ok("valid-version-max", "version 2^64-1: a u64 in the tag, beyond a double's exact integers", maxVersion, cfg)
 
 	// Loading after another document.
-	after := func(name string) kvConfig { return withCfg(cfg, func(c *kvConfig) { c.After = name }) }
+	after := func(names ...string) kvConfig { return withCfg(cfg, func(c *kvConfig) { c.After = names }) }
 	g.ok("reload-same-document", "the same loader reads the same document again", fleet, after("valid-rotation"))
 	g.ok("reload-next-version", "the same loader reads the next version", next, after("valid-rotation"))
 	g.refuse("rollback-running", "rollback", "a loader that installed version 8 reads version 7, authentic and fresh", g.doc(fleet), after("valid-next-version"))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func (g *kvGen) lastReadings(s, fleet, next *kvBuild, single kvSpec, cfg kvConfi
 	after := func(names ...string) kvConfig {
 		c := cfg
 		c.KEKs = append([]string(nil), cfg.KEKs...)
-		c.After = names[0]
+		c.After = names
 		return c
 	}
 
@@ -92,6 +93,24 @@ func (g *kvGen) lastReadings(s, fleet, next *kvBuild, single kvSpec, cfg kvConfi
 	v9.ks.History = []Link{v9.ks.History[0], {6, fleet.ks.Auth.Tag}}
 	v9.ks.Refresh(kvNow.Add(-30 * time.Minute))
 	g.authenticate(v9, "auth fleet 9 tag under version 6")
+	// Retired ids are remembered over every document installed, not the
+	// last one only: two installs before a load.
+	dropped := fleet.clone()
+	dropped.ks.Keys = slices.DeleteFunc(slices.Clone(dropped.ks.Keys), func(k StoredKey) bool { return k.ID == kvRetired })
+	dropped.ks.Follow(fleet.ks)
+	dropped.ks.RetiredKeys = []uint32{kvPruned}
+	dropped.ks.Refresh(kvNow.Add(-time.Hour))
+	g.authenticate(dropped, "auth fleet 8 retired id dropped")
+	g.ok("reload-retired-id-dropped", "a loader that installed version 7 reads version 8, written by someone holding the KEK, which drops the retired key and its id from retired_keys: it descends, and loads",
+		dropped, after("valid-rotation"))
+	revived := dropped.clone()
+	revived.ks.Follow(dropped.ks)
+	g.addKey(revived, kvSpec{kvRetired, keyring.AEAD, keyring.DecryptOnly, -90 * kvDay, -90*kvDay + 10*time.Minute, nil})
+	revived.ks.Refresh(kvNow.Add(-30 * time.Minute))
+	g.authenticate(revived, "auth fleet 9 retired key back")
+	g.refuse("retired-key-revived-after-two-installs", "rollback", "a loader that installed version 7 (the key retired) and then version 8 (its id dropped from retired_keys) reads version 9, in which the key is decrypt-only again: the retired ids are those of every document installed",
+		g.doc(revived), after("valid-rotation", "reload-retired-id-dropped"))
+
 	g.refuse("fork-link-tag-other-version", "fork", "a loader that installed version 7 reads version 9 whose links are to version 8 and to version 6 with version 7's tag: a link names a version and a tag, both",
 		g.doc(v9), after("valid-rotation"))
 }
@@ -130,6 +149,7 @@ func init() {
 		"null-history-elements-skipped", "null-retired-elements-skipped", "version-as-double", "history-max-exclusive",
 		"history-link-zero-accepted", "identity-sort-escaped", "transport-names-raw", "window-skew-30",
 		"history-link-by-tag-only", "times-hour-24", "times-leap-every-4-years", "unknown-null-members-ignored",
+		"retired-ids-from-last-install",
 	)
 }
 

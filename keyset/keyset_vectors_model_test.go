@@ -817,15 +817,24 @@ type kmModel struct {
 // load runs a vector through the model loader.
 func (km *kmModel) load(v kvVector) kmLoaded {
 	var h *kmHistory
-	if v.Config.After != "" {
-		first := *km.byName[v.Config.After]
+	for _, name := range v.Config.After {
+		first := *km.byName[name]
 		first.Config = v.Config
-		first.Config.After = ""
-		r := km.loadDoc(first, nil)
+		first.Config.After = nil
+		r := km.loadDoc(first, h)
 		if r.expect != "ok" {
-			return kmLoaded{expect: "(the first document does not load: " + r.expect + ")"}
+			return kmLoaded{expect: "(" + name + ", installed first, does not load: " + r.expect + ")"}
 		}
-		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, r.retired, r.tagText}
+		// The highest version installed is the reference; the retired
+		// ids are the union over every document installed.
+		retired := r.retired
+		if h != nil && km.mut != "retired-ids-from-last-install" {
+			retired = append(slices.Clone(h.retired), r.retired...)
+		}
+		if h == nil || r.loaded.Version > h.version {
+			h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, nil, r.tagText}
+		}
+		h.retired = retired
 	}
 	return km.loadDoc(v, h)
 }

@@ -69,8 +69,9 @@ type kvConfig struct {
 	KeysetID   string   `json:"keyset_id,omitempty"`
 	MinVersion uint64   `json:"min_version,omitempty"`
 	NowMillis  int64    `json:"now_ms"`
-	// After names a vector whose document the same loader loaded first.
-	After string `json:"after,omitempty"`
+	// After names the vectors whose documents the same loader installed
+	// first, in this order.
+	After []string `json:"after,omitempty"`
 }
 
 // kvLoaded is what an ok vector loads to.
@@ -251,20 +252,28 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 	var snap *keyring.Snapshot
 	var err error
 	opens, calls := int64(0), int64(0)
-	if v.Config.After == "" {
+	if len(v.Config.After) == 0 {
 		write(v.document(t))
 		snap, _, err = Load(ctx, path, &o)
 	} else {
-		first := byName[v.Config.After]
-		if first == nil || first.Expect != "ok" {
-			t.Fatalf("after %q, which is not an ok vector", v.Config.After)
-		}
-		write(first.document(t))
 		l := &Loader{Path: path, Options: o, Logger: slog.New(slog.DiscardHandler)}
 		defer l.Close()
-		ring, lerr := l.Load(ctx)
-		if lerr != nil {
-			t.Fatalf("loading %s first: %v", first.Name, lerr)
+		var ring *keyring.Ring
+		for i, name := range v.Config.After {
+			first := byName[name]
+			if first == nil || first.Expect != "ok" {
+				t.Fatalf("after %q, which is not an ok vector", name)
+			}
+			write(first.document(t))
+			var lerr error
+			if i == 0 {
+				ring, lerr = l.Load(ctx)
+			} else {
+				lerr = l.Reload(ctx)
+			}
+			if lerr != nil {
+				t.Fatalf("installing %s first: %v", first.Name, lerr)
+			}
 		}
 		opens, calls = kms.opens.Load(), kms.calls.Load()
 		write(v.document(t))
@@ -298,7 +307,7 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 		t.Fatalf("%v; the vector loads", err)
 	}
 	kvCheckSnapshot(t, v, snap, now)
-	if v.Config.After == "" {
+	if len(v.Config.After) == 0 {
 		if n := kms.calls.Load(); n != int64(1+len(v.Loaded.Keys)) {
 			t.Errorf("%d KEK calls, want %d: the authentication key and each key that is not retired", n, 1+len(v.Loaded.Keys))
 		}
