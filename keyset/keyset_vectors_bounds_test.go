@@ -226,6 +226,9 @@ func TestIdentityModel(t *testing.T) {
 		if strings.ContainsAny(base, "@%!*'([\\ ") || strings.ContainsAny(u, "# é") {
 			t.Fatalf("Identity(%q) = %q: not plain, but accepted", u, id)
 		}
+		if !kmPlain(u, "") {
+			t.Fatalf("Identity(%q) = %q: the text's plainness refuses it", u, id)
+		}
 	}
 	if agreed < 1000 {
 		t.Fatalf("only %d plain URLs of 20000", agreed)

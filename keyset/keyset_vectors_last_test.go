@@ -111,6 +111,21 @@ func (g *kvGen) lastReadings(s, fleet, next *kvBuild, single kvSpec, cfg kvConfi
 	g.refuse("retired-key-revived-after-two-installs", "rollback", "a loader that installed version 7 (the key retired) and then version 8 (its id dropped from retired_keys) reads version 9, in which the key is decrypt-only again: the retired ids are those of every document installed",
 		g.doc(revived), after("valid-rotation", "reload-retired-id-dropped"))
 
+	// Configurations refused whatever the document: a configured KEK URL
+	// that is not plain, the previous one too, before the document is read.
+	config := func(name, comment string, doc []byte, keks ...string) {
+		g.t.Helper()
+		g.refuse(name, "config", comment, doc, kvConfigAt(kvNow, keks...))
+	}
+	config("config-kek-final-newline", "the configured KEK URL ends in a newline: not plain, refused, never trimmed", sd, kvMainKEK+"\n")
+	config("config-kek-upper-case-scheme", "the configured KEK URL's scheme in upper case: not plain, never lowered", sd, "LOCAL:stateseal.kek")
+	config("config-kek-fragment", "the configured KEK URL has a fragment: not plain, never dropped", sd, kvMainKEK+"#x")
+	config("config-kek-user-information", "the configured KEK URL has user information: not plain, never dropped", sd, "awskms://u@alias/k?region=r")
+	config("config-kek-semicolon-in-query", "a ';' in the configured KEK URL's query: not plain, never a separator", sd, "awskms://alias/k?region=r;x=1")
+	config("config-kek-bad-escape", "a '%' not followed by two hex digits in the query: not plain, never dropped", sd, "awskms://alias/k?region=%zz")
+	config("config-previous-kek-not-plain", "the document names the KEK, which is plain; the previous one has a fragment: the configuration is refused as a whole", sd, kvMainKEK, kvPrevious+"#x")
+	config("config-and-malformed", "a configured KEK URL with a fragment, and a document that is not JSON: the configuration is refused first, whatever the document", []byte("{"), kvMainKEK+"#x")
+
 	g.refuse("fork-link-tag-other-version", "fork", "a loader that installed version 7 reads version 9 whose links are to version 8 and to version 6 with version 7's tag: a link names a version and a tag, both",
 		g.doc(v9), after("valid-rotation"))
 }
@@ -150,6 +165,8 @@ func init() {
 		"history-link-zero-accepted", "identity-sort-escaped", "transport-names-raw", "window-skew-30",
 		"history-link-by-tag-only", "times-hour-24", "times-leap-every-4-years", "unknown-null-members-ignored",
 		"retired-ids-from-last-install",
+		"config-after-document", "previous-kek-unchecked", "config-url-trimmed", "config-scheme-lowered",
+		"config-fragment-dropped", "config-user-dropped", "config-semicolon-separator", "config-bad-escape-dropped",
 	)
 }
 

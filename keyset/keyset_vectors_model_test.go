@@ -684,6 +684,54 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	return d, true
 }
 
+// kmPlain reports whether a configured KEK URL is plain, or what a wrong
+// reading takes for plain.
+func kmPlain(u, mut string) bool {
+	m := func(name string) bool { return mut == name }
+	if m("config-url-trimmed") {
+		u = strings.Trim(u, " \t\r\n")
+	}
+	scheme, _, found := strings.Cut(u, ":")
+	if m("config-scheme-lowered") {
+		scheme = strings.ToLower(scheme)
+	}
+	if !found || !regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`).MatchString(scheme) {
+		return false
+	}
+	for _, c := range []byte(u) {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	if m("config-fragment-dropped") {
+		u, _, _ = strings.Cut(u, "#")
+	}
+	if strings.Contains(u, "#") {
+		return false
+	}
+	base, query, _ := strings.Cut(u, "?")
+	if at := strings.IndexByte(base, '@'); at >= 0 && m("config-user-dropped") {
+		if i := strings.Index(base, "//"); i >= 0 && i < at {
+			base = base[:i+2] + base[at+1:]
+		}
+	}
+	for _, c := range []byte(base) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/:$&+,;=", c) >= 0) {
+			return false
+		}
+	}
+	if strings.Contains(query, ";") && !m("config-semicolon-separator") {
+		return false
+	}
+	hex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+	for i := 0; i < len(query); i++ {
+		if query[i] == '%' && !(i+2 < len(query) && hex(query[i+1]) && hex(query[i+2])) && !m("config-bad-escape-dropped") {
+			return false
+		}
+	}
+	return true
+}
+
 // kmIdentity is a configured KEK URL's identity: without the transport
 // parameters endpoint and insecure, the rest sorted by name.
 func kmIdentity(u, mut string) string {
@@ -844,10 +892,30 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 	m := func(name string) bool { return mut == name }
 	data := v.document(km.t)
 	c := v.Config
+	// The configuration: every configured KEK URL plain, before the
+	// document is read.
+	configRefused := func() bool {
+		keks := c.KEKs
+		if m("previous-kek-unchecked") {
+			keks = keks[:min(1, len(keks))]
+		}
+		for _, u := range keks {
+			if !kmPlain(u, mut) {
+				return true
+			}
+		}
+		return false
+	}
+	if !m("config-after-document") && configRefused() {
+		return kmLoaded{expect: "config"}
+	}
 	// 1. The document.
 	d, ok := kmRead(data, mut)
 	if !ok {
 		return kmLoaded{expect: "malformed"}
+	}
+	if m("config-after-document") && configRefused() {
+		return kmLoaded{expect: "config"}
 	}
 	// 2-5. The configuration, before any KMS call.
 	var kekURL string

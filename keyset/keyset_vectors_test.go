@@ -116,10 +116,11 @@ var kvExpect = map[string]error{
 	"untrusted_kek": ErrUntrustedKEK, "other_keyset": ErrOtherKeyset, "rollback": ErrRollback,
 	"stale": ErrStale, "unauthenticated": ErrUnauthenticated, "fork": ErrFork,
 	"unwrap": backends.ErrUnwrap, "no_primary": keyring.ErrNoPrimary,
+	"config": ErrConfig,
 }
 
 // kvBeforeKMS are the refusals decided before any KEK is opened.
-var kvBeforeKMS = []string{"malformed", "untrusted_kek", "other_keyset", "rollback", "stale"}
+var kvBeforeKMS = []string{"config", "malformed", "untrusted_kek", "other_keyset", "rollback", "stale"}
 
 func readKeysetVectors(t testing.TB) kvFile {
 	t.Helper()
