@@ -199,6 +199,31 @@ func (g *gen) lastReadings(macKey keyring.Key, tool Binding, older keyring.Key) 
 	if hex.EncodeToString(none.ArgsDigest) != "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a" {
 		t.Fatal("the digest of {}")
 	}
+	// Configurations refused when configured, never clamped: the opener's
+	// (open), the sealer's (seal).
+	openerConfig := func(name, comment string, edit func(*vectorCheck)) {
+		v := five
+		v.Name, v.Comment, v.Expect, v.Seal, v.AD = name, comment, "config", nil, ""
+		edit(&v.Open)
+		g.vs = append(g.vs, v)
+	}
+	openerConfig("config-skew-601", "the opener's skew is 601 s: refused, not clamped to 600", func(c *vectorCheck) { c.Skew = i64(601) })
+	openerConfig("config-skew-negative", "the opener's skew is -1 s: refused, not taken as no skew", func(c *vectorCheck) { c.Skew = i64(-1) })
+	openerConfig("config-max-ttl-over-limit", "the opener's maximum TTL is 2^24 s: refused, not clamped to 2^24 - 1", func(c *vectorCheck) { c.MaxTTL = i64(1 << 24) })
+	openerConfig("config-max-token-len-70", "the opener's maximum token length is 70, which cannot hold an empty AEAD token (71): refused", func(c *vectorCheck) { c.MaxTokenLen = 70 })
+	sealerConfig := func(name, comment string, edit func(*vectorSeal)) {
+		vs := sealAt(300_000)
+		edit(&vs)
+		vs.Keys = []vectorKey{keyJSON(macKey)}
+		g.vs = append(g.vs, vector{Name: name, Comment: comment, Binding: bindJSON(tool), Payload: hex.EncodeToString([]byte("c")), Seal: &vs, Expect: "config"})
+	}
+	sealerConfig("config-default-ttl-over-max", "the sealer's default TTL (7200 s) is above its maximum TTL (3600 s): refused, not capped", func(vs *vectorSeal) {
+		vs.DefaultTTL, vs.MaxTTL = 7200, i64(3600)
+	})
+	sealerConfig("config-default-ttl-over-default-max-with-keyset", "the sealer's default TTL (5400 s) with no maximum TTL set (3600 s) is refused, though its keyset allows 7200 s: checked when configured, keyset or not", func(vs *vectorSeal) {
+		vs.DefaultTTL, vs.MaxTTL, vs.Policy = 5400, nil, &vectorPolicy{7200, 30}
+	})
+
 	noArgs := g.ok("mac-no-arguments", "a request without arguments (arguments absent, empty, null or {}): args_digest is the SHA-256 of {}, not empty", macKey, none, []byte("a"), 300_000)
 	g.bad(noArgs, "mac-no-arguments-empty-digest", "invalid", "the token of mac-no-arguments opened under an empty args_digest (a server that binds no arguments): another binding", func(v *vector) {
 		v.Binding.ArgsDigest = ""

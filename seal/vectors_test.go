@@ -96,6 +96,7 @@ var expectErr = map[string]error{
 	"unknown_key": ErrUnknownKey, "invalid": ErrInvalid,
 	"expired": ErrExpired, "not_yet_valid": ErrNotYetValid,
 	"not_sealed": nil, // the sealer refuses; nothing is opened
+	"config":     nil, // the server's configuration is refused
 }
 
 func readVectors(t testing.TB) vectorFile {
@@ -132,6 +133,12 @@ func TestVectors(t *testing.T) {
 			if (v.Reason != "") != (want != nil) {
 				t.Fatalf("reason %q with expect %s: an opener's error has a reason, ok and not_sealed none", v.Reason, v.Expect)
 			}
+			if v.Expect == "config" {
+				if err := v.configure(t); err == nil {
+					t.Fatal("configured; the vector says the configuration is refused")
+				}
+				return
+			}
 			if v.Expect == "not_sealed" {
 				if _, err := v.seal(t, v.binding(t)); err == nil {
 					t.Fatal("sealed; the vector says the sealer refuses")
@@ -164,6 +171,26 @@ func TestVectors(t *testing.T) {
 			t.Errorf("no vector expects %q", name)
 		}
 	}
+}
+
+// configure builds the sealer (if the vector has one) or else the opener
+// a config vector describes, and returns New's error.
+func (v *vector) configure(t *testing.T) error {
+	t.Helper()
+	if v.Seal != nil {
+		var keys []keyring.Key
+		for _, k := range v.Seal.Keys {
+			keys = append(keys, k.parse(t))
+		}
+		_, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: time.Duration(v.Seal.DefaultTTL) * time.Second, MaxTokenLen: v.Seal.MaxTokenLen})
+		return err
+	}
+	o := &Options{MaxTTL: seconds(v.Open.MaxTTL), DefaultTTL: time.Second, Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
+	if o.Skew == 0 && v.Open.Skew != nil {
+		o.Skew = NoSkew
+	}
+	_, err := New(policyRing(t, v.Open.Policy, v.Key.parse(t), vkey("filler", keyring.AEAD)), o)
+	return err
 }
 
 // opener builds the opener a vector describes. The ring also holds an
