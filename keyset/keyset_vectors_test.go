@@ -176,6 +176,11 @@ func TestKeysetVectors(t *testing.T) {
 			t.Fatalf("%s: unknown expectation %q", v.Name, v.Expect)
 		}
 	}
+	for name := range kvReasons {
+		if v := byName[name]; v == nil || v.Expect != "malformed" {
+			t.Errorf("kvReasons names %s, which is not a malformed vector", name)
+		}
+	}
 	for e := range kvExpect {
 		if !seen[e] {
 			t.Errorf("no vector expects %s", e)
