@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -178,8 +179,20 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 // modelLimit is the maximum TTL or the skew in force: the keyset's policy
 // value, or the smaller of it and the server's where the server sets one;
 // without a keyset the server's, or the default.
-func modelLimit(server *int64, def int64, p *vectorPolicy, skew bool, mut string) int64 {
+func modelLimit(given *float64, def int64, p *vectorPolicy, skew bool, mut string) int64 {
 	m := func(name string) bool { return mut == name }
+	// A duration given finer than seconds is rounded down.
+	var server *int64
+	if given != nil {
+		n := int64(math.Floor(*given))
+		switch {
+		case m("durations-rounded-up"):
+			n = int64(math.Ceil(*given))
+		case m("durations-rounded-to-nearest"):
+			n = int64(math.Round(*given))
+		}
+		server = &n
+	}
 	if server != nil && skew && *server == 0 && m("server-zero-skew-as-unset") {
 		server = nil
 	}
@@ -225,16 +238,25 @@ func floorDiv(a, b int64) int64 {
 // clamped (FORMAT.md, "Opening" and "Sealing").
 func modelConfigRefused(v vector, mut string) bool {
 	m := func(name string) bool { return mut == name }
-	maxTTLOK := func(p *int64) bool {
+	// The range is checked on the value as given, before it is rounded.
+	given := func(p *float64) *float64 {
+		if p != nil && m("durations-range-after-rounding") {
+			f := math.Floor(*p)
+			return &f
+		}
+		return p
+	}
+	maxTTLOK := func(p *float64) bool {
+		p = given(p)
 		return p == nil || 1 <= *p && *p <= 1<<24-1 || m("max-ttl-clamped") && *p > 1<<24-1
 	}
 	lenOK := func(n int) bool { return n >= 71 || m("token-len-under-71-accepted") }
 	if vs := v.Seal; vs != nil {
-		maxTTL := int64(3600)
+		maxTTL := float64(3600)
 		if vs.MaxTTL != nil {
-			maxTTL = *vs.MaxTTL
+			maxTTL = math.Floor(*vs.MaxTTL)
 		} else if vs.Policy != nil && m("default-ttl-checked-against-keyset") {
-			maxTTL = vs.Policy.MaxTTL
+			maxTTL = float64(vs.Policy.MaxTTL)
 		}
 		defaultOK := vs.DefaultTTL >= 1 && (vs.DefaultTTL <= maxTTL || m("default-ttl-capped-when-configured"))
 		if !maxTTLOK(vs.MaxTTL) || !defaultOK || !lenOK(vs.MaxTokenLen) {
@@ -242,7 +264,8 @@ func modelConfigRefused(v vector, mut string) bool {
 		}
 	}
 	if c := v.Open; c.MaxTokenLen != 0 || c.MaxTTL != nil || c.Skew != nil { // a vector without an opener has none
-		skewOK := c.Skew == nil || 0 <= *c.Skew && *c.Skew <= 600 || m("skew-clamped") && *c.Skew > 600 || m("negative-skew-as-none") && *c.Skew < 0
+		s := given(c.Skew)
+		skewOK := s == nil || 0 <= *s && *s <= 600 || m("skew-clamped") && *s > 600 || m("negative-skew-as-none") && *s < 0
 		return !maxTTLOK(c.MaxTTL) || !skewOK || !lenOK(c.MaxTokenLen)
 	}
 	return false
@@ -268,7 +291,12 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	}
 	maxTTL := modelLimit(vs.MaxTTL, 3600, vs.Policy, false, mut)
 	if ttl == 0 {
-		ttl = vs.DefaultTTL * 1000
+		// The default TTL is not rounded when configured: step 1 rounds it
+		// up, as any requested TTL.
+		ttl = int64(math.Round(vs.DefaultTTL * 1000))
+		if m("default-ttl-rounded-down") {
+			ttl = int64(math.Floor(vs.DefaultTTL)) * 1000
+		}
 		if !m("default-ttl-uncapped") {
 			ttl = min(ttl, maxTTL*1000)
 		}
@@ -559,4 +587,5 @@ var tokenMutations = []string{
 	"open-now-truncated", "zero-skew-as-unset-without-keyset", "seal-activation-with-skew",
 	"skew-clamped", "negative-skew-as-none", "max-ttl-clamped", "token-len-under-71-accepted",
 	"default-ttl-capped-when-configured", "default-ttl-checked-against-keyset",
+	"durations-rounded-up", "durations-rounded-to-nearest", "durations-range-after-rounding", "default-ttl-rounded-down",
 }

@@ -75,8 +75,8 @@ type vectorBind struct {
 type vectorSeal struct {
 	NowMillis   int64         `json:"now_ms"`
 	TTLMillis   int64         `json:"ttl_ms"`
-	DefaultTTL  int64         `json:"default_ttl"`
-	MaxTTL      *int64        `json:"max_ttl"` // null: the server sets none
+	DefaultTTL  float64       `json:"default_ttl"` // seconds, whole or not
+	MaxTTL      *float64      `json:"max_ttl"`     // null: the server sets none
 	MaxTokenLen int           `json:"max_token_len"`
 	Policy      *vectorPolicy `json:"policy,omitempty"` // the keyset's, if the keys come from one
 	Keys        []vectorKey   `json:"keys"`
@@ -85,8 +85,8 @@ type vectorSeal struct {
 
 type vectorCheck struct {
 	NowMillis   int64         `json:"now_ms"`           // Unix milliseconds
-	MaxTTL      *int64        `json:"max_ttl"`          // null: the server sets none
-	Skew        *int64        `json:"skew"`             // null: the server sets none
+	MaxTTL      *float64      `json:"max_ttl"`          // seconds, whole or not; null: the server sets none
+	Skew        *float64      `json:"skew"`             // null: the server sets none
 	MaxTokenLen int           `json:"max_token_len"`    // bytes of the token as sent
 	Policy      *vectorPolicy `json:"policy,omitempty"` // the keyset's, if the keys come from one
 }
@@ -182,7 +182,7 @@ func (v *vector) configure(t *testing.T) error {
 		for _, k := range v.Seal.Keys {
 			keys = append(keys, k.parse(t))
 		}
-		_, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: time.Duration(v.Seal.DefaultTTL) * time.Second, MaxTokenLen: v.Seal.MaxTokenLen})
+		_, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: duration(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
 		return err
 	}
 	o := &Options{MaxTTL: seconds(v.Open.MaxTTL), DefaultTTL: time.Second, Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
@@ -259,7 +259,7 @@ func (v *vector) seal(t *testing.T, b Binding) (sealed, error) {
 		keys = append(keys, k.parse(t))
 	}
 	at := time.UnixMilli(v.Seal.NowMillis)
-	s, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: time.Duration(v.Seal.DefaultTTL) * time.Second, MaxTokenLen: v.Seal.MaxTokenLen})
+	s, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: duration(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}
