@@ -29,7 +29,7 @@ import (
 //	local://env/VARIABLE   an environment variable
 //
 // The file or variable holds one line, "stateseal-kek-v1:" followed by the
-// key in unpadded base64url. [GenerateLocal] writes a new one. The URL
+// key in unpadded base64url, with only spaces, tabs, LF and CR around it. [GenerateLocal] writes a new one. The URL
 // names where the key is, never the key: local:stateseal-kek-v1:... (the
 // key itself after "local:", which a keyset would then store in the clear)
 // is refused, and the error does not repeat it.
@@ -86,7 +86,12 @@ func openLocal(_ context.Context, u *url.URL, o *OpenOptions) (KEK, error) {
 		}
 		text = string(b)
 	}
-	key, err := parseLocalKey(strings.TrimSpace(text))
+	// Only space, tab, LF and CR around the line (docs/KEYSET-FORMAT.md,
+	// "local"): strings.TrimSpace would also take \v, \f, U+0085 and
+	// U+00A0, which JavaScript's trim() and Python's strip() take
+	// differently, so one file would be a key to one reader and refused
+	// by another.
+	key, err := parseLocalKey(strings.Trim(text, " \t\n\r"))
 	if err != nil {
 		where := redact.Path(path)
 		if env != "" {

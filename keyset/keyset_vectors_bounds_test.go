@@ -114,7 +114,12 @@ func (g *kvGen) boundaryVectors(s, fleet, mac, next *kvBuild, single kvSpec, cfg
 	g.ok("valid-pending-within-skew", "a key activating 1 s after now, within the 30 s skew: not the primary; activation is compared with no skew", soon, cfg)
 
 	// Retired keys are validated like any other.
-	malformed("retired-duplicate-key-id", "the retired key renumbered to the primary's id", g.edit(fd, "", kvID(kvRetired), kvID(kvPrimary)))
+	// Two retired keys of one id, so that retired_keys (which lists it
+	// once) agrees with both: only the uniqueness of ids is broken.
+	rs := strings.Index(string(fd), "{\n      "+kvID(kvRetired))
+	re := rs + strings.Index(string(fd[rs:]), "\n    }") + len("\n    }")
+	malformed("retired-duplicate-key-id", "the retired key listed twice, both retired, its id once in retired_keys: key ids are unique among retired keys too",
+		[]byte(string(fd[:re])+",\n    "+string(fd[rs:re])+string(fd[re:])))
 	rc := `"created": "` + kvTime(-90*kvDay)
 	malformed("retired-invalid-date", "the retired key created on February 30", g.edit(fd, kvID(kvRetired), rc, `"created": "2026-02-30T10:00:00Z`))
 	malformed("retired-activation-before-created", "the retired key activated a second before it was created",
@@ -122,7 +127,7 @@ func (g *kvGen) boundaryVectors(s, fleet, mac, next *kvBuild, single kvSpec, cfg
 
 	// The configured minimum and the installed version: both floors hold.
 	g.refuse("rollback-installed-above-min-version", "rollback", "min_version 7 configured, version 8 installed: version 7 is refused (the higher floor holds)", fd,
-		with(func(c *kvConfig) { c.MinVersion, c.After = 7, "valid-next-version" }))
+		with(func(c *kvConfig) { c.MinVersion, c.After = 7, []string{"valid-next-version"} }))
 
 	// Which KEK unwraps: the configured URL the document's kek matches,
 	// never another trusted one.
@@ -141,7 +146,7 @@ func (g *kvGen) boundaryVectors(s, fleet, mac, next *kvBuild, single kvSpec, cfg
 
 	// Fork state: a loader remembers the installed version's tag as its
 	// 32 bytes, and compares tags as bytes, however they are written.
-	after := with(func(c *kvConfig) { c.After = "valid-rotation" })
+	after := with(func(c *kvConfig) { c.After = []string{"valid-rotation"} })
 	tag7 := base64.RawURLEncoding.EncodeToString(fleet.ks.Auth.Tag)
 	g.okAfter("fork-tag-escaped", `the installed version 7 again, its auth.tag's first character written as a \u escape: the same 32 bytes, the same tag, not a fork`,
 		g.edit(fd, `"auth": {`, `"tag": "`+tag7[:1], `"tag": "\u00`+hex2(tag7[0])), after)
@@ -220,6 +225,9 @@ func TestIdentityModel(t *testing.T) {
 		base, _, _ := strings.Cut(u, "?")
 		if strings.ContainsAny(base, "@%!*'([\\ ") || strings.ContainsAny(u, "# é") {
 			t.Fatalf("Identity(%q) = %q: not plain, but accepted", u, id)
+		}
+		if !kmPlain(u, "") {
+			t.Fatalf("Identity(%q) = %q: the text's plainness refuses it", u, id)
 		}
 	}
 	if agreed < 1000 {

@@ -303,7 +303,7 @@ func (g *kvGen) okAfter(name, comment string, doc []byte, cfg kvConfig) {
 	g.t.Helper()
 	v := kvVector{Name: name, Comment: comment, Document: string(doc), Config: cfg, Expect: "ok"}
 	for _, o := range g.vs {
-		if o.Name == cfg.After {
+		if o.Name == cfg.After[len(cfg.After)-1] {
 			v.Loaded = o.Loaded
 		}
 	}
@@ -477,7 +477,7 @@ func writeKeysetVectors(t *testing.T) {
 	g.ok("valid-version-max", "version 2^64-1: a u64 in the tag, beyond a double's exact integers", maxVersion, cfg)
 
 	// Loading after another document.
-	after := func(name string) kvConfig { return withCfg(cfg, func(c *kvConfig) { c.After = name }) }
+	after := func(names ...string) kvConfig { return withCfg(cfg, func(c *kvConfig) { c.After = names }) }
 	g.ok("reload-same-document", "the same loader reads the same document again", fleet, after("valid-rotation"))
 	g.ok("reload-next-version", "the same loader reads the next version", next, after("valid-rotation"))
 	g.refuse("rollback-running", "rollback", "a loader that installed version 8 reads version 7, authentic and fresh", g.doc(fleet), after("valid-next-version"))
@@ -550,7 +550,7 @@ func writeKeysetVectors(t *testing.T) {
 	malformed("version-fraction", "version 1.0: integers have no fraction", g.edit(sd, "", `"version": 1,`, `"version": 1.0,`))
 	malformed("version-exponent", "version 1e0: integers have no exponent", g.edit(sd, "", `"version": 1,`, `"version": 1e0,`))
 	malformed("version-string", `version "1"`, g.edit(sd, "", `"version": 1,`, `"version": "1",`))
-	malformed("version-over-64-bits", "version 2^64", g.edit(sd, "", `"version": 1,`, `"version": 18446744073709551616,`))
+	malformed("version-over-64-bits", "version 2^64, its link to 2^64-2 otherwise valid: only the version's bound is broken", g.edit(g.doc(maxVersion), "", `"version": 18446744073709551615,`, `"version": 18446744073709551616,`))
 	malformed("id-empty", "an empty keyset id", g.edit(sd, "", `"id": "ks-`+hex.EncodeToString(kvDerive("keyset id single", 8))+`"`, `"id": ""`))
 	malformed("kek-empty", "an empty kek", g.edit(sd, "", `"kek": "local:stateseal.kek"`, `"kek": ""`))
 	keysAt, authAt := bytes.Index(sd, []byte(`"keys": [`)), bytes.Index(sd, []byte(`"auth": {`))
@@ -765,6 +765,7 @@ func writeKeysetVectors(t *testing.T) {
 	unwrap("pending-only-and-bad-key", "no key can seal now, and a decrypt-only key does not unwrap: keys are unwrapped before the primary is looked for", pendingBad)
 
 	g.boundaryVectors(s, fleet, mac, next, single, cfg)
+	g.lastReadings(s, fleet, next, single, cfg)
 
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
@@ -775,10 +776,11 @@ func writeKeysetVectors(t *testing.T) {
 		keks = append(keks, kvKEK{URL: u, Key: hex.EncodeToString(kvDerive("kek "+u, 32))})
 	}
 	if err := enc.Encode(kvFile{
-		Format:  "stateseal keyset vectors v1",
-		Note:    "KEK values, data keys, authentication keys and nonces are derived test values (SHA-256 of a label). Never use them for anything else. See docs/KEYSET-FORMAT.md.",
-		KEKs:    keks,
-		Vectors: g.vs,
+		Format:   "stateseal keyset vectors v1",
+		Note:     "KEK values, data keys, authentication keys and nonces are derived test values (SHA-256 of a label). Never use them for anything else. See docs/KEYSET-FORMAT.md.",
+		KEKs:     keks,
+		Vectors:  g.vs,
+		KEKFiles: kekFileVectors(t),
 	}); err != nil {
 		t.Fatal(err)
 	}

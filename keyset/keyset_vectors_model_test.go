@@ -318,6 +318,9 @@ func (r *kmReader) object(v *kmValue, where string, names ...string) map[string]
 			}
 		}
 		if !slices.Contains(names, name) {
+			if r.mut == "unknown-null-members-ignored" && m.value.kind == 'n' {
+				continue
+			}
 			if r.mut == "unknown-members-ignored" && where == "top" || r.mut == "nested-unknown-members-ignored" && where != "top" {
 				continue
 			}
@@ -401,12 +404,13 @@ func (r *kmReader) time(s string) int64 {
 		n[i] = testkit.Must(strconv.ParseInt(m[i+1], 10, 64))
 	}
 	y, mo, d := n[0], n[1], n[2]
-	leap := y%4 == 0 && (y%100 != 0 || y%400 == 0)
+	leap := y%4 == 0 && (y%100 != 0 || y%400 == 0 || r.mut == "times-leap-every-4-years")
 	days := []int64{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
 	if leap {
 		days[1] = 29
 	}
-	if mo < 1 || mo > 12 || d < 1 || d > days[mo-1] || n[3] > 23 || n[4] > 59 || n[5] > 59 {
+	hour24 := r.mut == "times-hour-24" && n[3] == 24 && n[4] == 0 && n[5] == 0 // as the next day's midnight, ISO 8601's end of day
+	if mo < 1 || mo > 12 || d < 1 || d > days[mo-1] || n[3] > 23 && !hour24 || n[4] > 59 || n[5] > 59 {
 		r.bad = true
 		return 0
 	}
@@ -484,6 +488,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	}
 	d.version = version.Uint64()
+	if m("version-as-double") && d.version < 1<<63 {
+		d.version = uint64(float64(d.version))
+	}
 	pol := r.object(top["policy"], "policy", kmPolicyNames...)
 	for i, name := range kmPolicyNames {
 		n := r.integer(pol[name], m("policy-as-float"))
@@ -551,6 +558,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			return nil, false
 		}
 		for _, lv := range hv.items {
+			if lv.kind == 'n' && m("null-history-elements-skipped") {
+				continue
+			}
 			f := r.object(lv, "link", "version", "tag")
 			n := r.integer(f["version"], false)
 			if n.Sign() < 0 || n.BitLen() > 64 {
@@ -571,6 +581,9 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 			return nil, false
 		}
 		for _, iv := range rv.items {
+			if iv.kind == 'n' && m("null-retired-elements-skipped") {
+				continue
+			}
 			h := r.str(iv)
 			if !regexp.MustCompile("^[0-9a-f]{8}$").MatchString(h) {
 				return nil, false
@@ -583,12 +596,13 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 		return nil, false
 	}
 	// History and retired keys.
-	if !m("history-optional") && (d.version <= 1) != (len(d.history) == 0) || len(d.history) > 32 && !m("history-unbounded") {
+	if !m("history-optional") && (d.version <= 1) != (len(d.history) == 0) || len(d.history) > 32 && !m("history-unbounded") ||
+		len(d.history) == 32 && m("history-max-exclusive") {
 		return nil, false
 	}
 	below := d.version
 	for _, l := range d.history {
-		if (l.version >= below || l.version == 0) && !m("history-order-ignored") {
+		if (l.version >= below || l.version == 0 && !m("history-link-zero-accepted")) && !m("history-order-ignored") {
 			return nil, false
 		}
 		below = l.version
@@ -670,6 +684,54 @@ func kmRead(data []byte, mut string) (*kmDoc, bool) {
 	return d, true
 }
 
+// kmPlain reports whether a configured KEK URL is plain, or what a wrong
+// reading takes for plain.
+func kmPlain(u, mut string) bool {
+	m := func(name string) bool { return mut == name }
+	if m("config-url-trimmed") {
+		u = strings.Trim(u, " \t\r\n")
+	}
+	scheme, _, found := strings.Cut(u, ":")
+	if m("config-scheme-lowered") {
+		scheme = strings.ToLower(scheme)
+	}
+	if !found || !regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`).MatchString(scheme) {
+		return false
+	}
+	for _, c := range []byte(u) {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	if m("config-fragment-dropped") {
+		u, _, _ = strings.Cut(u, "#")
+	}
+	if strings.Contains(u, "#") {
+		return false
+	}
+	base, query, _ := strings.Cut(u, "?")
+	if at := strings.IndexByte(base, '@'); at >= 0 && m("config-user-dropped") {
+		if i := strings.Index(base, "//"); i >= 0 && i < at {
+			base = base[:i+2] + base[at+1:]
+		}
+	}
+	for _, c := range []byte(base) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/:$&+,;=", c) >= 0) {
+			return false
+		}
+	}
+	if strings.Contains(query, ";") && !m("config-semicolon-separator") {
+		return false
+	}
+	hex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+	for i := 0; i < len(query); i++ {
+		if query[i] == '%' && !(i+2 < len(query) && hex(query[i+1]) && hex(query[i+2])) && !m("config-bad-escape-dropped") {
+			return false
+		}
+	}
+	return true
+}
+
 // kmIdentity is a configured KEK URL's identity: without the transport
 // parameters endpoint and insecure, the rest sorted by name.
 func kmIdentity(u, mut string) string {
@@ -681,7 +743,7 @@ func kmIdentity(u, mut string) string {
 	if query == "" {
 		return u
 	}
-	type param struct{ name, value string }
+	type param struct{ name, value, raw string } // raw: the name as written
 	var ps []param
 	for _, part := range strings.Split(query, "&") {
 		if part == "" && !m("identity-empty-pieces-kept") {
@@ -689,7 +751,7 @@ func kmIdentity(u, mut string) string {
 		}
 		if m("identity-raw-query") {
 			if n, _, _ := strings.Cut(part, "="); n != "endpoint" && n != "insecure" {
-				ps = append(ps, param{part, ""})
+				ps = append(ps, param{part, "", part})
 			}
 			continue
 		}
@@ -697,15 +759,21 @@ func kmIdentity(u, mut string) string {
 		if i := strings.LastIndexByte(part, '='); i >= 0 && m("identity-split-at-last-equals") {
 			n, v = part[:i], part[i+1:]
 		}
+		raw := n
 		n, err1 := kmUnescape(n)
 		v, err2 := kmUnescape(v)
-		if err1 != nil || err2 != nil || n == "endpoint" || n == "insecure" {
+		if m("transport-names-raw") && (raw == "endpoint" || raw == "insecure") {
 			continue
 		}
-		ps = append(ps, param{n, v})
+		if err1 != nil || err2 != nil || (n == "endpoint" || n == "insecure") && !m("transport-names-raw") {
+			continue
+		}
+		ps = append(ps, param{n, v, raw})
 	}
 	switch {
 	case m("identity-unsorted"):
+	case m("identity-sort-escaped"):
+		slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.raw, b.raw) })
 	case m("identity-values-sorted"):
 		slices.SortFunc(ps, func(a, b param) int {
 			return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.value, b.value))
@@ -797,15 +865,24 @@ type kmModel struct {
 // load runs a vector through the model loader.
 func (km *kmModel) load(v kvVector) kmLoaded {
 	var h *kmHistory
-	if v.Config.After != "" {
-		first := *km.byName[v.Config.After]
+	for _, name := range v.Config.After {
+		first := *km.byName[name]
 		first.Config = v.Config
-		first.Config.After = ""
-		r := km.loadDoc(first, nil)
+		first.Config.After = nil
+		r := km.loadDoc(first, h)
 		if r.expect != "ok" {
-			return kmLoaded{expect: "(the first document does not load: " + r.expect + ")"}
+			return kmLoaded{expect: "(" + name + ", installed first, does not load: " + r.expect + ")"}
 		}
-		h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, r.retired, r.tagText}
+		// The highest version installed is the reference; the retired
+		// ids are the union over every document installed.
+		retired := r.retired
+		if h != nil && km.mut != "retired-ids-from-last-install" {
+			retired = append(slices.Clone(h.retired), r.retired...)
+		}
+		if h == nil || r.loaded.Version > h.version {
+			h = &kmHistory{r.loaded.ID, r.loaded.Version, r.digest, r.tag, nil, r.tagText}
+		}
+		h.retired = retired
 	}
 	return km.loadDoc(v, h)
 }
@@ -815,10 +892,30 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 	m := func(name string) bool { return mut == name }
 	data := v.document(km.t)
 	c := v.Config
+	// The configuration: every configured KEK URL plain, before the
+	// document is read.
+	configRefused := func() bool {
+		keks := c.KEKs
+		if m("previous-kek-unchecked") {
+			keks = keks[:min(1, len(keks))]
+		}
+		for _, u := range keks {
+			if !kmPlain(u, mut) {
+				return true
+			}
+		}
+		return false
+	}
+	if !m("config-after-document") && configRefused() {
+		return kmLoaded{expect: "config"}
+	}
 	// 1. The document.
 	d, ok := kmRead(data, mut)
 	if !ok {
 		return kmLoaded{expect: "malformed"}
+	}
+	if m("config-after-document") && configRefused() {
+		return kmLoaded{expect: "config"}
 	}
 	// 2-5. The configuration, before any KMS call.
 	var kekURL string
@@ -889,6 +986,9 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 			return "stale"
 		}
 		ahead := now + (d.policy[4]+d.policy[2])*1000
+		if m("window-skew-30") {
+			ahead = now + (d.policy[4]+30)*1000
+		}
 		if m("expiry-ahead-without-skew") {
 			ahead = now + d.policy[4]*1000
 		}
@@ -962,6 +1062,9 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		}
 		if d.version > h.version && !m("history-ignored") {
 			for _, l := range d.history {
+				if m("history-link-by-tag-only") && bytes.Equal(l.tag, h.tag) {
+					return ""
+				}
 				if l.version == h.version {
 					same := bytes.Equal(l.tag, h.tag)
 					switch {

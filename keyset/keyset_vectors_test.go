@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,8 @@ type kvFile struct {
 	Note    string     `json:"note"`
 	KEKs    []kvKEK    `json:"keks"`
 	Vectors []kvVector `json:"vectors"`
+	// KEKFiles are local KEK files' texts and what they hold.
+	KEKFiles []kvKEKFile `json:"kek_files"`
 }
 
 // kvKEK is a local KEK: its URL and its 32-byte value (hex). Its file holds
@@ -66,8 +69,9 @@ type kvConfig struct {
 	KeysetID   string   `json:"keyset_id,omitempty"`
 	MinVersion uint64   `json:"min_version,omitempty"`
 	NowMillis  int64    `json:"now_ms"`
-	// After names a vector whose document the same loader loaded first.
-	After string `json:"after,omitempty"`
+	// After names the vectors whose documents the same loader installed
+	// first, in this order.
+	After []string `json:"after,omitempty"`
 }
 
 // kvLoaded is what an ok vector loads to.
@@ -112,10 +116,11 @@ var kvExpect = map[string]error{
 	"untrusted_kek": ErrUntrustedKEK, "other_keyset": ErrOtherKeyset, "rollback": ErrRollback,
 	"stale": ErrStale, "unauthenticated": ErrUnauthenticated, "fork": ErrFork,
 	"unwrap": backends.ErrUnwrap, "no_primary": keyring.ErrNoPrimary,
+	"config": ErrConfig,
 }
 
 // kvBeforeKMS are the refusals decided before any KEK is opened.
-var kvBeforeKMS = []string{"malformed", "untrusted_kek", "other_keyset", "rollback", "stale"}
+var kvBeforeKMS = []string{"config", "malformed", "untrusted_kek", "other_keyset", "rollback", "stale"}
 
 func readKeysetVectors(t testing.TB) kvFile {
 	t.Helper()
@@ -169,6 +174,11 @@ func TestKeysetVectors(t *testing.T) {
 		seen[v.Expect] = true
 		if _, ok := kvExpect[v.Expect]; !ok {
 			t.Fatalf("%s: unknown expectation %q", v.Name, v.Expect)
+		}
+	}
+	for name := range kvReasons {
+		if v := byName[name]; v == nil || v.Expect != "malformed" {
+			t.Errorf("kvReasons names %s, which is not a malformed vector", name)
 		}
 	}
 	for e := range kvExpect {
@@ -248,20 +258,28 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 	var snap *keyring.Snapshot
 	var err error
 	opens, calls := int64(0), int64(0)
-	if v.Config.After == "" {
+	if len(v.Config.After) == 0 {
 		write(v.document(t))
 		snap, _, err = Load(ctx, path, &o)
 	} else {
-		first := byName[v.Config.After]
-		if first == nil || first.Expect != "ok" {
-			t.Fatalf("after %q, which is not an ok vector", v.Config.After)
-		}
-		write(first.document(t))
 		l := &Loader{Path: path, Options: o, Logger: slog.New(slog.DiscardHandler)}
 		defer l.Close()
-		ring, lerr := l.Load(ctx)
-		if lerr != nil {
-			t.Fatalf("loading %s first: %v", first.Name, lerr)
+		var ring *keyring.Ring
+		for i, name := range v.Config.After {
+			first := byName[name]
+			if first == nil || first.Expect != "ok" {
+				t.Fatalf("after %q, which is not an ok vector", name)
+			}
+			write(first.document(t))
+			var lerr error
+			if i == 0 {
+				ring, lerr = l.Load(ctx)
+			} else {
+				lerr = l.Reload(ctx)
+			}
+			if lerr != nil {
+				t.Fatalf("installing %s first: %v", first.Name, lerr)
+			}
 		}
 		opens, calls = kms.opens.Load(), kms.calls.Load()
 		write(v.document(t))
@@ -285,6 +303,9 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 					t.Fatalf("%v (%s); want a malformed document", err, name)
 				}
 			}
+			if r, ok := kvReasons[v.Name]; ok && !strings.Contains(err.Error(), r) {
+				t.Fatalf("%v; want it malformed for the reason the vector gives (%q)", err, r)
+			}
 		}
 		return
 	}
@@ -292,7 +313,7 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 		t.Fatalf("%v; the vector loads", err)
 	}
 	kvCheckSnapshot(t, v, snap, now)
-	if v.Config.After == "" {
+	if len(v.Config.After) == 0 {
 		if n := kms.calls.Load(); n != int64(1+len(v.Loaded.Keys)) {
 			t.Errorf("%d KEK calls, want %d: the authentication key and each key that is not retired", n, 1+len(v.Loaded.Keys))
 		}

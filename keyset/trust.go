@@ -32,6 +32,12 @@ var (
 	// rewrote it in time, or the store was rolled back further than the
 	// window allows.
 	ErrStale = errors.New("keyset: the keyset has expired; refresh it")
+	// ErrConfig reports a loader's configuration that is refused whatever
+	// the store holds: a configured KEK URL that is not plain
+	// (docs/KEYSET-FORMAT.md, "KEK URLs and identity"), the KEK or the
+	// previous one, or a keyset in a store with no KEK configured. It is
+	// decided before any document is read.
+	ErrConfig = errors.New("keyset: configuration refused")
 )
 
 // DefaultFileKEK is the KEK a loader trusts for a keyset file when its
@@ -51,10 +57,18 @@ func trustedKEKs(location string, o *LoadOptions) ([]string, error) {
 		}
 	}
 	if len(urls) > 0 {
+		// Every configured URL is checked, not only the one a document
+		// matches: a configuration is refused as a whole, before any
+		// document is read.
+		for _, u := range urls {
+			if _, err := kekIdentity(u); err != nil {
+				return nil, fmt.Errorf("%w: configured KEK: %w", ErrConfig, err)
+			}
+		}
 		return urls, nil
 	}
 	if stores.IsURL(location) && !strings.HasPrefix(location, "file://") {
-		return nil, errors.New("keyset: a keyset in a store needs the KEK it is trusted under in the configuration (LoadOptions.KEK; -kek for sealgate and the example server; sealctl --kek or $STATESEAL_KEK): the store is not trusted to name it")
+		return nil, fmt.Errorf("%w: a keyset in a store needs the KEK it is trusted under in the configuration (LoadOptions.KEK; -kek for sealgate and the example server; sealctl --kek or $STATESEAL_KEK): the store is not trusted to name it", ErrConfig)
 	}
 	return []string{DefaultFileKEK}, nil
 }

@@ -27,6 +27,11 @@ import (
 // document's, read only: whatever hands it out clones it. The document
 // is what the loader holds once it installs them.
 func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Keyset, *document, error) {
+	// The configuration first, whatever the document: a loader given a
+	// Store skipped openStore's check.
+	if _, err := trustedKEKs(l.Path, &l.Options); err != nil {
+		return nil, nil, nil, err
+	}
 	doc, err := parseShared(data)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())

@@ -30,13 +30,31 @@ var refusals = map[string]error{
 	"size": canonjson.ErrTooLarge, "not_object": canonjson.ErrNotObject, "syntax": canonjson.ErrSyntax,
 	"depth": canonjson.ErrTooDeep, "duplicate_name": canonjson.ErrDuplicate,
 	"case_fold": canonjson.ErrFolded, "number": canonjson.ErrNumber,
+	"config": errConfigBounds, // the bounds themselves are refused
 }
+
+// errConfigBounds stands for a configuration error: ArgsOptions whose
+// bounds are out of range fail with an error that is not ErrArguments.
+var errConfigBounds = errors.New("bounds refused when configured")
 
 func (v *argsVector) input(t *testing.T) []byte {
 	if v.Input != nil {
 		return []byte(*v.Input)
 	}
 	return unhex(t, v.InputHex)
+}
+
+// limits are the vector's bounds, 0 taken as the default (docs/FORMAT.md,
+// "Argument digest").
+func (v *argsVector) limits() canonjson.Limits {
+	lim := canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}
+	if lim.MaxBytes == 0 {
+		lim.MaxBytes = DefaultMaxArgsBytes
+	}
+	if lim.MaxDepth == 0 {
+		lim.MaxDepth = DefaultMaxArgsDepth
+	}
+	return lim
 }
 
 func (v *argsVector) options() ArgsOptions {
@@ -47,10 +65,13 @@ func (v *argsVector) options() ArgsOptions {
 // one the vector expects, and what it got.
 func (v *argsVector) run(t *testing.T) (ok bool, got string) {
 	in := v.input(t)
-	canon, err := canonjson.Append(nil, in, canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}, excludedArgs)
+	canon, err := canonjson.Append(nil, in, v.limits(), excludedArgs)
 	d, derr := v.options().Digest(in)
 	if (err == nil) != (derr == nil) {
 		t.Fatalf("%s: canonjson.Append and Digest disagree: %v, %v", v.Name, err, derr)
+	}
+	if v.Refused == "config" {
+		return derr != nil && !errors.Is(derr, ErrArguments), "error " + errString(derr)
 	}
 	if v.Refused != "" {
 		return errors.Is(err, refusals[v.Refused]), "error " + errString(err)
@@ -98,7 +119,11 @@ func av(t *testing.T, name, comment, input string, edit ...func(*argsVector)) ar
 		e(&v)
 	}
 	in := v.input(t)
-	canon, err := canonjson.Append(nil, in, canonjson.Limits{MaxBytes: v.MaxBytes, MaxDepth: v.MaxDepth}, excludedArgs)
+	if _, err := v.options().Digest(in); err != nil && !errors.Is(err, ErrArguments) {
+		v.Refused = "config"
+		return v
+	}
+	canon, err := canonjson.Append(nil, in, v.limits(), excludedArgs)
 	if err != nil {
 		for r, e := range refusals {
 			if errors.Is(err, e) {
@@ -137,6 +162,7 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "null", "null: the empty object", `null`),
 		av(t, "null-over-limit", "null over a 3-byte limit: the size is checked first, so refused, not the empty object", `null`, bounds(3, 64)),
 		av(t, "null-in-whitespace", "null between JSON whitespace: the empty object", " null\n"),
+		av(t, "member-null-kept", "a member whose value is null is a member, written as such: not absent, not the empty object", `{"a":null}`),
 		av(t, "byte-order-mark", "a UTF-8 byte-order mark is not JSON whitespace", "\ufeff{}"),
 		av(t, "vertical-tab", "\\v is not JSON whitespace", "\v{}"),
 		av(t, "no-break-space", "U+00A0 is not JSON whitespace", "\u00a0{}"),
@@ -176,6 +202,11 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "depth-empty-object-over-limit", "an empty object is a level: four levels over a limit of 3", `{"a":{"b":{"c":{}}}}`, bounds(1<<20, 3)),
 		av(t, "depth-bound-one", "a limit of 1, the smallest: the arguments object alone", `{"a":1,"b":"x"}`, bounds(1<<20, 1)),
 		av(t, "depth-bound-one-over", "a limit of 1: an empty array inside is a second level", `{"a":[]}`, bounds(1<<20, 1)),
+		av(t, "depth-default-bound-at-limit", "64 levels (the object and 63 arrays) with both bounds 0, the defaults: 4 MiB and 64 levels, so accepted", `{"a":`+strings.Repeat("[", 63)+strings.Repeat("]", 63)+`}`, bounds(0, 0)),
+		av(t, "depth-default-bound-over-limit", "65 levels with both bounds 0, the defaults: over 64 levels, refused (0 is the default, not no bound)", `{"a":`+strings.Repeat("[", 64)+strings.Repeat("]", 64)+`}`, bounds(0, 0)),
+		av(t, "config-depth-bound-10001", "a depth bound of 10 001: refused when configured, whatever the input, never clamped to 10 000", `{"a":1}`, bounds(0, 10001)),
+		av(t, "config-negative-depth-bound", "a depth bound of -1: refused when configured, not the default", `{"a":1}`, bounds(0, -1)),
+		av(t, "config-negative-size-bound", "a size bound of -1: refused when configured, not the default", `{"a":1}`, bounds(-1, 0)),
 		av(t, "depth-at-largest-bound", "10 000 levels (the object and 9 999 arrays) under the largest limit, 10 000: accepted, though many parsers stop at 512 or 1 000", `{"a":`+strings.Repeat("[", 9999)+strings.Repeat("]", 9999)+`}`, bounds(1<<20, MaxArgsDepthLimit)),
 		av(t, "depth-past-largest-bound", "10 001 levels under the largest limit, 10 000", `{"a":`+strings.Repeat("[", 10000)+strings.Repeat("]", 10000)+`}`, bounds(1<<20, MaxArgsDepthLimit)),
 		// Rule 6: duplicate names.

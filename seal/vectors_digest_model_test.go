@@ -26,6 +26,30 @@ import (
 // reading instead. It returns the canonical text, or ok false if the
 // input is refused; which rule refuses is not part of the format.
 func digestModel(in []byte, maxBytes, maxDepth int, mut string) (canonical string, ok bool) {
+	// Bounds outside their ranges are a configuration error, never
+	// clamped; bounds of 0 are the defaults.
+	switch {
+	case mut == "depth-bound-clamped" && maxDepth > MaxArgsDepthLimit:
+		maxDepth = MaxArgsDepthLimit
+	case mut == "negative-bound-as-default" && maxDepth < 0:
+		maxDepth = 0
+	}
+	if mut == "negative-bound-as-default" && maxBytes < 0 {
+		maxBytes = 0
+	}
+	if maxBytes < 0 || maxDepth < 0 || maxDepth > MaxArgsDepthLimit {
+		return "", false
+	}
+	switch {
+	case mut == "zero-bound-unlimited" && maxDepth == 0:
+		maxDepth = MaxArgsDepthLimit
+	case mut == "zero-bound-zero":
+	case maxDepth == 0:
+		maxDepth = DefaultMaxArgsDepth
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxArgsBytes
+	}
 	d := &dmodel{mut: mut, maxDepth: maxDepth}
 	if d.m("null-before-size") {
 		if s := bytes.Trim(in, " \t\r\n"); len(s) == 0 || string(s) == "null" {
@@ -703,6 +727,7 @@ func TestDigestMutations(t *testing.T) {
 }
 
 var digestMutations = []string{
+	"zero-bound-unlimited", "zero-bound-zero", "depth-bound-clamped", "negative-bound-as-default",
 	"size-after-trim", "no-size-limit", "trim-unicode-space", "null-refused",
 	"lone-surrogates", "no-depth-limit", "depth-from-zero", "no-duplicate-check",
 	"no-fold-check", "ascii-fold", "lower-fold", "fold-kept-only",

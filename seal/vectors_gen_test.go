@@ -40,7 +40,7 @@ func vkey(label string, alg keyring.Algorithm) keyring.Key {
 // sealAt are the sealer's settings of most vectors: at iat, a requested
 // ttl in milliseconds, a default TTL of 600 s and a maximum of 7200 s.
 func sealAt(ttlMillis int64) vectorSeal {
-	return vectorSeal{NowMillis: iat * 1000, TTLMillis: ttlMillis, DefaultTTL: 600, MaxTTL: i64(7200), MaxTokenLen: DefaultMaxTokenLen}
+	return vectorSeal{NowMillis: iat * 1000, TTLMillis: ttlMillis, DefaultTTL: 600, MaxTTL: secs(7200), MaxTokenLen: DefaultMaxTokenLen}
 }
 
 const (
@@ -84,7 +84,7 @@ func writeVectors(t *testing.T) {
 		Audience: "https://mcp.example.test", Session: "conv-42", ArgsDigest: args, Context: []byte{0, 1, 2, 0xff}}
 	prompt := Binding{Method: "prompts/get", Target: "test_input_required_result_prompt", Principal: "bob"}
 	large := bytes.Repeat([]byte("0123456789abcdef"), 256) // 4 KiB
-	g := &gen{t: t, check: vectorCheck{NowMillis: (iat + 60) * 1000, MaxTTL: i64(3600), Skew: i64(30), MaxTokenLen: DefaultMaxTokenLen}}
+	g := &gen{t: t, check: vectorCheck{NowMillis: (iat + 60) * 1000, MaxTTL: secs(3600), Skew: secs(30), MaxTokenLen: DefaultMaxTokenLen}}
 	flipLast := func(r []byte) []byte { r[len(r)-1] ^= 1; return r }
 
 	macSmall := g.ok("mac-tool", "MAC envelope bound to a tool and a principal", macKey, tool, []byte(`{"step":2,"fare":"F12"}`), 300_000)
@@ -100,7 +100,7 @@ func writeVectors(t *testing.T) {
 	// The sealer's side: the default, the cap, rounding up.
 	g.ok("mac-ttl-default", "ttl 0 seals with the sealer's default TTL (600 s)", macKey, tool, []byte("d"), 0)
 	capped := sealAt(7_200_000)
-	capped.MaxTTL = i64(3600)
+	capped.MaxTTL = secs(3600)
 	g.vs = append(g.vs, makeVector(t, "aead-ttl-capped", "ttl 2 h against the sealer's 1 h maximum seals for 1 h; the opener's maximum is 1 h too: a lifetime equal to the maximum opens",
 		[]keyring.Key{aeadKey}, tool, []byte("c"), capped, g.check))
 	g.ok("mac-ttl-rounded-up", "ttl 90.5 s seals for 91 s: lifetimes round up to whole seconds", macKey, tool, []byte("r"), 90_500)
@@ -248,6 +248,12 @@ func writeVectors(t *testing.T) {
 
 	g.limitVectors(macKey, aeadKey, tool, older)
 
+	// What a client is told: the opener's reason for each error.
+	for i := range g.vs {
+		if err := expectErr[g.vs[i].Expect]; err != nil {
+			g.vs[i].Reason = Reason(err)
+		}
+	}
 	out, err := json.MarshalIndent(vectorFile{
 		Format:      "stateseal v1",
 		Note:        "Keys and nonces are derived test values (SHA-256 of a label). Never use them for anything else. See docs/FORMAT.md.",
@@ -354,7 +360,7 @@ func (g *gen) handMAC(name, comment string, k keyring.Key, b Binding, payload []
 func vectorSealer(t *testing.T, keys []keyring.Key, vs vectorSeal) *Sealer {
 	t.Helper()
 	at := time.UnixMilli(vs.NowMillis)
-	s, err := New(policyRing(t, vs.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(vs.MaxTTL), DefaultTTL: time.Duration(vs.DefaultTTL) * time.Second, MaxTokenLen: vs.MaxTokenLen})
+	s, err := New(policyRing(t, vs.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(vs.MaxTTL), DefaultTTL: duration(vs.DefaultTTL), MaxTokenLen: vs.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -69,6 +70,8 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 		now = -floorDiv(-v.Open.NowMillis, 1000)
 	case m("open-now-rounded"):
 		now = floorDiv(v.Open.NowMillis+500, 1000)
+	case m("open-now-truncated"):
+		now = v.Open.NowMillis / 1000
 	}
 	id := hex.EncodeToString(raw[1:min(5, len(raw))])
 	keyOK := func() bool {
@@ -176,9 +179,24 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 // modelLimit is the maximum TTL or the skew in force: the keyset's policy
 // value, or the smaller of it and the server's where the server sets one;
 // without a keyset the server's, or the default.
-func modelLimit(server *int64, def int64, p *vectorPolicy, skew bool, mut string) int64 {
+func modelLimit(given *float64, def int64, p *vectorPolicy, skew bool, mut string) int64 {
 	m := func(name string) bool { return mut == name }
+	// A duration given finer than seconds is rounded down.
+	var server *int64
+	if given != nil {
+		n := int64(math.Floor(*given))
+		switch {
+		case m("durations-rounded-up"):
+			n = int64(math.Ceil(*given))
+		case m("durations-rounded-to-nearest"):
+			n = int64(math.Round(*given))
+		}
+		server = &n
+	}
 	if server != nil && skew && *server == 0 && m("server-zero-skew-as-unset") {
+		server = nil
+	}
+	if p == nil && server != nil && skew && *server == 0 && m("zero-skew-as-unset-without-keyset") {
 		server = nil
 	}
 	if p == nil || m("policy-ignored") {
@@ -215,6 +233,44 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
+// modelConfigRefused reports whether the vector's sealer (if it has one)
+// or opener is refused when configured: every value in its range, never
+// clamped (FORMAT.md, "Opening" and "Sealing").
+func modelConfigRefused(v vector, mut string) bool {
+	m := func(name string) bool { return mut == name }
+	// The range is checked on the value as given, before it is rounded.
+	given := func(p *float64) *float64 {
+		if p != nil && m("durations-range-after-rounding") {
+			f := math.Floor(*p)
+			return &f
+		}
+		return p
+	}
+	maxTTLOK := func(p *float64) bool {
+		p = given(p)
+		return p == nil || 1 <= *p && *p <= 1<<24-1 || m("max-ttl-clamped") && *p > 1<<24-1
+	}
+	lenOK := func(n int) bool { return n >= 71 || m("token-len-under-71-accepted") }
+	if vs := v.Seal; vs != nil {
+		maxTTL := float64(3600)
+		if vs.MaxTTL != nil {
+			maxTTL = math.Floor(*vs.MaxTTL)
+		} else if vs.Policy != nil && m("default-ttl-checked-against-keyset") {
+			maxTTL = float64(vs.Policy.MaxTTL)
+		}
+		defaultOK := vs.DefaultTTL >= 1 && (vs.DefaultTTL <= maxTTL || m("default-ttl-capped-when-configured"))
+		if !maxTTLOK(vs.MaxTTL) || !defaultOK || !lenOK(vs.MaxTokenLen) {
+			return true
+		}
+	}
+	if c := v.Open; c.MaxTokenLen != 0 || c.MaxTTL != nil || c.Skew != nil { // a vector without an opener has none
+		s := given(c.Skew)
+		skewOK := s == nil || 0 <= *s && *s <= 600 || m("skew-clamped") && *s > 600 || m("negative-skew-as-none") && *s < 0
+		return !maxTTLOK(c.MaxTTL) || !skewOK || !lenOK(c.MaxTokenLen)
+	}
+	return false
+}
+
 // modelSeal seals a vector's payload the way FORMAT.md's "Sealing" says,
 // with the sealer settings and keyset of its seal field. It returns the
 // token, or ok false if the sealer refuses.
@@ -235,7 +291,12 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	}
 	maxTTL := modelLimit(vs.MaxTTL, 3600, vs.Policy, false, mut)
 	if ttl == 0 {
-		ttl = vs.DefaultTTL * 1000
+		// The default TTL is not rounded when configured: step 1 rounds it
+		// up, as any requested TTL.
+		ttl = int64(math.Round(vs.DefaultTTL * 1000))
+		if m("default-ttl-rounded-down") {
+			ttl = int64(math.Floor(vs.DefaultTTL)) * 1000
+		}
 		if !m("default-ttl-uncapped") {
 			ttl = min(ttl, maxTTL*1000)
 		}
@@ -276,6 +337,7 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 		case m("seal-ignores-activation"):
 		case m("seal-activation-exclusive") && k.Activation*1000 >= vs.NowMillis:
 			continue
+		case m("seal-activation-with-skew") && (k.Activation-modelLimit(nil, 30, vs.Policy, true, ""))*1000 <= vs.NowMillis:
 		case k.Activation*1000 > vs.NowMillis:
 			continue
 		}
@@ -472,6 +534,14 @@ func TestTokenMutations(t *testing.T) {
 // with sealer settings) and opening, and says how the result differs from
 // the vector's, or "" if it does not.
 func modelDisagrees(t *testing.T, v vector, mut string) string {
+	switch refused := modelConfigRefused(v, mut); {
+	case refused && v.Expect == "config":
+		return ""
+	case refused:
+		return "the model refuses the configuration, the vector says " + v.Expect
+	case v.Expect == "config":
+		return "the model accepts the configuration, the vector refuses it"
+	}
 	if v.Seal != nil {
 		tok, ok := modelSeal(t, v, mut)
 		switch {
@@ -513,4 +583,9 @@ var tokenMutations = []string{
 	"policy-default-as-server-value", "default-ttl-uncapped", "policy-skew-zero-as-default",
 	"server-zero-skew-as-unset", "varint-threshold-256", "seal-retired-seals", "seal-clock-unchecked", "seal-clock-max-exclusive",
 	"seal-clock-upper-only", "binding-invalid-utf8-replaced", "digest-must-be-32",
+	// Readings no vector caught before the vectors for issue 37.
+	"open-now-truncated", "zero-skew-as-unset-without-keyset", "seal-activation-with-skew",
+	"skew-clamped", "negative-skew-as-none", "max-ttl-clamped", "token-len-under-71-accepted",
+	"default-ttl-capped-when-configured", "default-ttl-checked-against-keyset",
+	"durations-rounded-up", "durations-rounded-to-nearest", "durations-range-after-rounding", "default-ttl-rounded-down",
 }

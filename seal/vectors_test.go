@@ -41,6 +41,9 @@ type vector struct {
 	Token   string      `json:"token"`
 	Open    vectorCheck `json:"open,omitzero"` // none for not_sealed
 	Expect  string      `json:"expect"`
+	// Reason is what a client may be told of the opener's error:
+	// "invalid" or "expired" (seal.Reason); none for ok and not_sealed.
+	Reason string `json:"reason,omitempty"`
 }
 
 type vectorKey struct {
@@ -72,8 +75,8 @@ type vectorBind struct {
 type vectorSeal struct {
 	NowMillis   int64         `json:"now_ms"`
 	TTLMillis   int64         `json:"ttl_ms"`
-	DefaultTTL  int64         `json:"default_ttl"`
-	MaxTTL      *int64        `json:"max_ttl"` // null: the server sets none
+	DefaultTTL  float64       `json:"default_ttl"` // seconds, whole or not
+	MaxTTL      *float64      `json:"max_ttl"`     // null: the server sets none
 	MaxTokenLen int           `json:"max_token_len"`
 	Policy      *vectorPolicy `json:"policy,omitempty"` // the keyset's, if the keys come from one
 	Keys        []vectorKey   `json:"keys"`
@@ -82,8 +85,8 @@ type vectorSeal struct {
 
 type vectorCheck struct {
 	NowMillis   int64         `json:"now_ms"`           // Unix milliseconds
-	MaxTTL      *int64        `json:"max_ttl"`          // null: the server sets none
-	Skew        *int64        `json:"skew"`             // null: the server sets none
+	MaxTTL      *float64      `json:"max_ttl"`          // seconds, whole or not; null: the server sets none
+	Skew        *float64      `json:"skew"`             // null: the server sets none
 	MaxTokenLen int           `json:"max_token_len"`    // bytes of the token as sent
 	Policy      *vectorPolicy `json:"policy,omitempty"` // the keyset's, if the keys come from one
 }
@@ -93,6 +96,7 @@ var expectErr = map[string]error{
 	"unknown_key": ErrUnknownKey, "invalid": ErrInvalid,
 	"expired": ErrExpired, "not_yet_valid": ErrNotYetValid,
 	"not_sealed": nil, // the sealer refuses; nothing is opened
+	"config":     nil, // the server's configuration is refused
 }
 
 func readVectors(t testing.TB) vectorFile {
@@ -126,6 +130,15 @@ func TestVectors(t *testing.T) {
 			if !ok {
 				t.Fatalf("unknown expectation %q", v.Expect)
 			}
+			if (v.Reason != "") != (want != nil) {
+				t.Fatalf("reason %q with expect %s: an opener's error has a reason, ok and not_sealed none", v.Reason, v.Expect)
+			}
+			if v.Expect == "config" {
+				if err := v.configure(t); err == nil {
+					t.Fatal("configured; the vector says the configuration is refused")
+				}
+				return
+			}
 			if v.Expect == "not_sealed" {
 				if _, err := v.seal(t, v.binding(t)); err == nil {
 					t.Fatal("sealed; the vector says the sealer refuses")
@@ -148,6 +161,9 @@ func TestVectors(t *testing.T) {
 			if !errors.Is(err, want) {
 				t.Fatalf("Open: %v, want %v", err, want)
 			}
+			if r := Reason(err); r != v.Reason {
+				t.Fatalf("the client is told %q, the vector says %q", r, v.Reason)
+			}
 		})
 	}
 	for name := range expectErr {
@@ -155,6 +171,26 @@ func TestVectors(t *testing.T) {
 			t.Errorf("no vector expects %q", name)
 		}
 	}
+}
+
+// configure builds the sealer (if the vector has one) or else the opener
+// a config vector describes, and returns New's error.
+func (v *vector) configure(t *testing.T) error {
+	t.Helper()
+	if v.Seal != nil {
+		var keys []keyring.Key
+		for _, k := range v.Seal.Keys {
+			keys = append(keys, k.parse(t))
+		}
+		_, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: duration(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
+		return err
+	}
+	o := &Options{MaxTTL: seconds(v.Open.MaxTTL), DefaultTTL: time.Second, Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
+	if o.Skew == 0 && v.Open.Skew != nil {
+		o.Skew = NoSkew
+	}
+	_, err := New(policyRing(t, v.Open.Policy, v.Key.parse(t), vkey("filler", keyring.AEAD)), o)
+	return err
 }
 
 // opener builds the opener a vector describes. The ring also holds an
@@ -223,7 +259,7 @@ func (v *vector) seal(t *testing.T, b Binding) (sealed, error) {
 		keys = append(keys, k.parse(t))
 	}
 	at := time.UnixMilli(v.Seal.NowMillis)
-	s, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: time.Duration(v.Seal.DefaultTTL) * time.Second, MaxTokenLen: v.Seal.MaxTokenLen})
+	s, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: duration(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ var errOpen = errors.New("token rejected")
 // bindingFlags are the binding of seal and open, for debugging.
 type bindingFlags struct {
 	method, target, principal, audience, session, args, context string
+	// argsGiven: --args was given, even as '' (docs/FORMAT.md, "Argument
+	// digest": a request without arguments binds the digest of {}).
+	argsGiven func() bool
 }
 
 func (b *bindingFlags) register(cmd *cobra.Command) {
@@ -30,14 +33,15 @@ func (b *bindingFlags) register(cmd *cobra.Command) {
 	f.StringVar(&b.principal, "principal", "", "authenticated caller")
 	f.StringVar(&b.audience, "audience", "", "server or deployment")
 	f.StringVar(&b.session, "session", "", "application session id")
-	f.StringVar(&b.args, "args", "", "request arguments as a JSON object (digested)")
+	f.StringVar(&b.args, "args", "", "the request's arguments as received, a JSON object, digested; '' is a request without arguments (the digest of {}); without --args no argument digest is bound")
 	f.StringVar(&b.context, "context", "", "caller context")
+	b.argsGiven = func() bool { return f.Changed("args") }
 }
 
 func (b *bindingFlags) binding() (seal.Binding, error) {
 	sb := seal.Binding{Method: b.method, Target: b.target, Principal: b.principal,
 		Audience: b.audience, Session: b.session}
-	if b.args != "" {
+	if b.argsGiven() {
 		d, err := seal.ArgsDigest([]byte(b.args))
 		if err != nil {
 			return sb, usageError{err}
