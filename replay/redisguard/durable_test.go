@@ -69,6 +69,7 @@ func TestDurableFailover(t *testing.T) {
 		}
 		return nil
 	})
+	heartbeat(t, rc, "d:epoch")
 	primary.Stop()
 	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
@@ -125,6 +126,7 @@ func TestDurableMixedGuards(t *testing.T) {
 	gp := newGuard(t, pc, redisguard.Options{})
 	at := issued(t, g)
 	epoch := testkit.Must(g.Epoch(ctx))
+	heartbeat(t, rc, "stateseal:used:epoch") // so that only the record below moves the epoch
 	if err := gp.Use(ctx, []byte("undurable"), at, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +144,87 @@ func TestDurableMixedGuards(t *testing.T) {
 	if e := testkit.Must(g2.Epoch(ctx)); !e.After(epoch) {
 		t.Fatalf("the epoch stayed at %v through a failover after a record nobody waited for", e)
 	}
+}
+
+// TestDurableRestartFromSnapshot: a primary killed and restarted from an
+// RDB snapshot keeps the replication id it saved there as its
+// master_replid2, as a promoted replica does, but lacks the records made
+// after the snapshot (its replica, resynced from it, loses them too):
+// the epoch moves, and a state used after the snapshot does not run
+// again.
+func TestDurableRestartFromSnapshot(t *testing.T) {
+	primary := testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
+	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
+	replica := testservers.StartRedisVolatile(t, "--replicaof", host, port)
+	_ = replica
+	pc := newClient(t, primary.Addr())
+	eventually(t, 10*time.Second, "the replica's first sync", func() error {
+		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
+			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
+		}
+		return nil
+	})
+	o := redisguard.Options{MinReplicas: 1}
+	g := newGuard(t, pc, o)
+	at := issued(t, g)
+	epoch := testkit.Must(g.Epoch(ctx))
+	l := newLedger()
+	if ok, err := l.flow(g, "before", at, 5*time.Second); !ok {
+		t.Fatal(err)
+	}
+	heartbeat(t, pc, "stateseal:used:epoch")
+	if err := pc.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.flow(g, "after-snapshot", at, 5*time.Second); !ok {
+		t.Fatal(err)
+	}
+	usedOnce(t, l, g, "after-snapshot", at)
+	primary.Stop()
+	primary.Start()
+	pc2 := newClient(t, primary.Addr())
+	info := testkit.Must(pc2.Info(ctx, "replication").Result())
+	t.Logf("restarted from the snapshot: %s", strings.Join(strings.Fields(info)[3:6], " "))
+	g2 := newGuard(t, pc2, o)
+	if e := testkit.Must(g2.Epoch(ctx)); !e.After(epoch) {
+		t.Fatalf("the epoch stayed at %v through a restart from a snapshot that lost a record", e)
+	}
+	if err := l.replay(t, g2, "after-snapshot", at); err == nil {
+		t.Fatal("a state used after the snapshot ran again after the restart")
+	} else if !errors.Is(err, replay.ErrUnvouched) && !errors.Is(err, replay.ErrUnavailable) {
+		t.Fatalf("a state used after the snapshot: %v", err)
+	}
+	l.check(t, "before", "after-snapshot")
+}
+
+// heartbeat waits until the durable guards' heartbeat in the epoch key,
+// as c's server holds it, is from 2 s after that server started: a
+// server promoted then was running when it received it.
+func heartbeat(t *testing.T, c goredis.UniversalClient, key string) {
+	t.Helper()
+	eventually(t, 15*time.Second, "a heartbeat after the server's start", func() error {
+		h, err := c.HGet(ctx, key, "h").Int64()
+		if err != nil {
+			return err
+		}
+		srv, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		var up, us int64
+		for line := range strings.Lines(srv) {
+			if v, ok := strings.CutPrefix(line, "uptime_in_seconds:"); ok {
+				up, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+			if v, ok := strings.CutPrefix(line, "server_time_usec:"); ok {
+				us, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+		}
+		if start := us/1e6 - up; (start+2)*1000 >= h {
+			return fmt.Errorf("heartbeat %d, server started at %d s", h, start)
+		}
+		return nil
+	})
 }
 
 // TestSplitURL: the guard's parameters come out of the URL, the rest is

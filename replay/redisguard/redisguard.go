@@ -60,7 +60,10 @@
 // counts only once that many replicas hold its record (WAIT on the
 // connection that wrote it), and the epoch survives a failover that
 // promotes one of them: this server's master_replid2 is the epoch's
-// replication id, and every record under the epoch was made that way.
+// replication id, every record under the epoch was made that way, and
+// the server was running when it received the durable guards' newest
+// heartbeat (written into the epoch every second), which a server that
+// restarted from a snapshot, and may lack records, was not.
 // States issued before such a failover are not refused; while a primary
 // has fewer replicas than MinReplicas, single use is unavailable.
 //
@@ -261,7 +264,12 @@ func (g *Guard) keys(id []byte) (use, epoch string) {
 // is the epoch's id), every record under the epoch was held by the
 // guard's MinReplicas replicas before it counted ('d' is 1: set by a
 // durable guard when it made the epoch, cleared by the first record a
-// guard without MinReplicas makes under it), and this guard is durable
+// guard without MinReplicas makes under it), this server was running
+// when it received the newest heartbeat it holds ('h', which durable
+// guards write every second: a server that restarted from a snapshot,
+// the old primary itself or a replica not yet resynced, holds only
+// heartbeats older than its start, and may lack records; its
+// master_replid2 is the snapshot's id too), and this guard is durable
 // (durable, the script's MinReplicas, is above 0): the epoch is kept,
 // under the new id. That is Redis's start if the loss can only be the
 // restart: this server was not promoted from a replica (master_replid2 is
@@ -274,12 +282,20 @@ const epochLua = `
 local repl = redis.call('INFO', 'replication')
 local rid = string.match(repl, 'master_replid:(%x+)') or ''
 local rid2 = string.match(repl, 'master_replid2:(%x+)') or ''
-local ep = redis.call('HMGET', KEYS[2], 't', 'r', 'd')
+local ep = redis.call('HMGET', KEYS[2], 't', 'r', 'd', 'h')
 local et = tonumber(ep[1])
 local fresh = 0
-if et and ep[2] ~= rid and durable > 0 and ep[3] == '1' and ep[2] == rid2 then
-  redis.call('HSET', KEYS[2], 'r', rid)
-elseif not et or ep[2] ~= rid then
+local kept = false
+if et and ep[2] ~= rid and durable > 0 and ep[3] == '1' and ep[2] == rid2 and tonumber(ep[4]) then
+  local srv = redis.call('INFO', 'server')
+  local up = tonumber(string.match(srv, 'uptime_in_seconds:(%d+)'))
+  local us = tonumber(string.match(srv, 'server_time_usec:(%d+)'))
+  if up and us and (math.floor(us / 1000000) - up + 2) * 1000 < tonumber(ep[4]) then
+    redis.call('HSET', KEYS[2], 'r', rid)
+    kept = true
+  end
+end
+if not kept and (not et or ep[2] ~= rid) then
   et = now
   fresh = 1
   local srv = redis.call('INFO', 'server')
@@ -291,7 +307,7 @@ elseif not et or ep[2] ~= rid then
   end
   local d = '0'
   if durable > 0 then d = '1' end
-  redis.call('HSET', KEYS[2], 't', string.format('%.0f', et), 'r', rid, 'd', d)
+  redis.call('HSET', KEYS[2], 't', string.format('%.0f', et), 'r', rid, 'd', d, 'h', now)
 end
 `
 
@@ -339,6 +355,9 @@ return {'ok', now}
 var touch = goredis.NewScript(nowLua + `
 local durable = tonumber(ARGV[1]) or 0
 ` + epochLua + `
+if durable > 0 and fresh == 0 and ep[3] == '1' then
+  redis.call('HSET', KEYS[2], 'h', now)
+end
 return {et, fresh}
 `)
 
