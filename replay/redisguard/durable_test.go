@@ -312,3 +312,37 @@ func commands(b *testing.B, c goredis.UniversalClient) [2]int64 {
 	}
 	return n
 }
+
+// TestDurableLostReply: a durable claim whose reply is lost with its
+// connection is sent again on another connection, finds its own record,
+// writes it again there, and WAITs for it: the use counts once, and the
+// replica holds it.
+func TestDurableLostReply(t *testing.T) {
+	primary := testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
+	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
+	replica := testservers.StartRedisVolatile(t, "--replicaof", host, port)
+	pc, rc := newClient(t, primary.Addr()), newClient(t, replica.Addr())
+	eventually(t, 10*time.Second, "the replica's first sync", func() error {
+		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
+			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
+		}
+		return nil
+	})
+	p := startProxy(t, primary.Addr())
+	g := newGuard(t, newClient(t, p.Addr()), redisguard.Options{Timeout: 5 * time.Second, MinReplicas: 1})
+	at := issued(t, g)
+	l := newLedger()
+	p.mode.Store(cutClaim)
+	if err := g.Use(ctx, []byte("cut"), at, time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("a durable claim whose reply was lost with its connection: %v, want nil", err)
+	}
+	l.runs["cut"]++
+	if p.mode.Load() != pass || redisguard.Verified(g).Load() != 1 {
+		t.Fatalf("the reply was not cut (mode %d), or the guard did not find its own record (%d)", p.mode.Load(), redisguard.Verified(g).Load())
+	}
+	if n := testkit.Must(rc.Exists(ctx, "stateseal:used:"+fmt.Sprintf("%x", "cut")).Result()); n != 1 {
+		t.Fatal("the replica does not hold the record of a use that counted")
+	}
+	usedOnce(t, l, g, "cut", at)
+	l.check(t, "cut")
+}

@@ -318,21 +318,24 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 // claim records attempt ARGV[1] under KEYS[1] if nothing is recorded.
 // ARGV: attempt, deadline (Unix ms), issued-at (Unix ms), time to live
-// (ms), the sender's clock (Unix ms), the clock margin (ms), the
-// guard's MinReplicas. A record is "ATTEMPT:DEADLINE:0" until its owner
-// acknowledges it, then ":1". A durable guard (MinReplicas above 0) finds
-// too few replicas connected before it records ('replicas'), and writes
-// its own record again when it finds it ('mine'), so that the WAIT that
-// follows on the same connection covers it.
+// (ms), the sender's clock (Unix ms), the clock margin (ms). A record is
+// "ATTEMPT:DEADLINE:0" until its owner acknowledges it, then ":1".
 var claim = goredis.NewScript(nowLua + `
+-- ARGV[7] is the guard's MinReplicas. A durable guard (above 0) finds
+-- too few replicas connected before it records ('replicas'), and writes
+-- its own record again when it finds it, so that the WAIT that follows
+-- on the same connection covers it.
 local durable = tonumber(ARGV[7]) or 0
+if durable > 0 then
+  local own = redis.call('GET', KEYS[1])
+  if own and string.sub(own, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
+    redis.call('SET', KEYS[1], own, 'KEEPTTL')
+  end
+end
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local a, acked = string.match(cur, '^(%x+):%d+:([01])$')
-  if a == ARGV[1] then
-    if durable > 0 then redis.call('SET', KEYS[1], cur, 'KEEPTTL') end
-    return {'mine', now}
-  end
+  if a == ARGV[1] then return {'mine', now} end
   if acked == '0' then return {'busy', now} end
   return {'used', now}
 end
@@ -483,8 +486,6 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 		g.enqueue(j)
 	}
 	switch status {
-	case "used":
-		return replay.ErrReplayed
 	case "unreplicated":
 		if !unknown { // else enqueued above
 			j.release = true
@@ -495,6 +496,8 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 	case "replicas":
 		n, _ := r[2].(int64)
 		return fmt.Errorf("%w: the primary has %d replicas connected and the guard requires %d (min_replicas); nothing was recorded", replay.ErrUnavailable, n, g.o.MinReplicas)
+	case "used":
+		return replay.ErrReplayed
 	case "busy":
 		return fmt.Errorf("%w: another use of this state is not settled yet", replay.ErrUnavailable)
 	case "clock":
