@@ -62,7 +62,8 @@
 // promotes one of them: this server's master_replid2 is the epoch's
 // replication id, every record under the epoch was made that way, and
 // the server was running when it received the durable guards' newest
-// heartbeat (written into the epoch every second), which a server that
+// heartbeat (written into the epoch every second, by the epoch's refresh
+// and with the records), which a server that
 // restarted from a snapshot, and may lack records, was not.
 // States issued before such a failover are not refused; while a primary
 // has fewer replicas than MinReplicas, single use is unavailable.
@@ -346,6 +347,11 @@ if tonumber(ARGV[3]) < et + tonumber(ARGV[6]) then return {'stale', now, et} end
 if durable > 0 then
   local n = tonumber(string.match(repl, 'connected_slaves:(%d+)')) or 0
   if n < durable then return {'replicas', now, n} end
+  -- The heartbeat travels with the record (at most one write a second):
+  -- a replica that holds the record held it while running.
+  if fresh == 0 and ep[3] == '1' and now - (tonumber(ep[4]) or 0) > 1000 then
+    redis.call('HSET', KEYS[2], 'h', now)
+  end
 elseif ep[3] == '1' then
   redis.call('HSET', KEYS[2], 'd', '0')
 end
