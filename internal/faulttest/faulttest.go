@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -47,10 +48,35 @@ type Run struct {
 	notDur    int // writes refused as not durable
 	writeErrs []error
 	failedAt  []time.Time // when each refused or failed write ended
-	lostAt    []time.Time // when each lost flow ended
 	faultAt   time.Time
+	// When the fault's replica became the primary, and when the loaders'
+	// subscription was seen on it (zero: not measured); moves: whether
+	// the subscription must move (its node died) or may stay.
+	promotedAt, subscribedAt time.Time
+	moves                    bool
 
+	guards []*guardRun
+}
+
+// A Guard is a single-use guard the flows go through, named in the
+// report. Bounded makes the run fail if the guard still answers
+// a flow (all its uses refused) Bound after the promotion.
+type Guard struct {
+	Name string
+	replay.Guard
+	Bounded bool
+}
+
+// Bound is the longest a loader's subscription, and a bounded guard,
+// may stay on a dead node after a replica was promoted: issue 35.
+const Bound = 5 * time.Second
+
+// guardRun counts the flows through one guard; guarded by Run.mu.
+type guardRun struct {
+	Guard
 	flows, lostFlows, twice, replaysAccepted int
+	executions, unvouched, unavailable       int
+	lostAt                                   []time.Time // when each lost flow ended
 }
 
 type ackedWrite struct {
@@ -138,10 +164,39 @@ func (r *Run) writer(ctx context.Context) {
 	}
 }
 
+// Promoted records when the fault's replica became the primary: the
+// windows are measured from it. moves says whether the loaders'
+// subscription must move to it (its node died: Subscribed must follow
+// within Bound), or may stay where it is (a Cluster node that turned
+// replica still delivers every PUBLISH, which the Cluster broadcasts).
+func (r *Run) Promoted(at time.Time, moves bool) {
+	r.mu.Lock()
+	r.promotedAt, r.moves = at, moves
+	r.mu.Unlock()
+}
+
+// Subscribed records when the loaders' subscription was seen on the new
+// primary (PUBSUB NUMSUB there).
+func (r *Run) Subscribed(at time.Time) { r.mu.Lock(); r.subscribedAt = at; r.mu.Unlock() }
+
 // flowsThrough runs single-use flows until ctx is done: each state is
 // used twice at once and once more after, as a client retry and a replay
 // would; at most one use may execute.
-func (r *Run) flowsThrough(ctx context.Context, g replay.Guard) {
+func (r *Run) flowsThrough(ctx context.Context, gr *guardRun) {
+	g := gr.Guard.Guard
+	count := func(err error) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case err == nil:
+			gr.executions++
+		case errors.Is(err, replay.ErrUnvouched):
+			gr.unvouched++
+		case errors.Is(err, replay.ErrUnavailable):
+			gr.unavailable++
+		}
+		return err == nil
+	}
 	for ctx.Err() == nil {
 		id := make([]byte, 16)
 		rand.Read(id)
@@ -154,7 +209,7 @@ func (r *Run) flowsThrough(ctx context.Context, g replay.Guard) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if g.Use(context.Background(), id, issued, until) == nil {
+				if count(g.Use(context.Background(), id, issued, until)) {
 					mu.Lock()
 					ok++
 					mu.Unlock()
@@ -162,19 +217,19 @@ func (r *Run) flowsThrough(ctx context.Context, g replay.Guard) {
 			}()
 		}
 		wg.Wait()
-		late := g.Use(context.Background(), id, issued, until) == nil
+		late := count(g.Use(context.Background(), id, issued, until))
 		r.mu.Lock()
-		r.flows++
+		gr.flows++
 		switch {
 		case ok == 0 && !late:
-			r.lostFlows++
-			r.lostAt = append(r.lostAt, time.Now())
+			gr.lostFlows++
+			gr.lostAt = append(gr.lostAt, time.Now())
 		case ok == 0 && late:
 			// Both first tries were unavailable; the third executes once.
 		case ok == 1 && late:
-			r.replaysAccepted++
+			gr.replaysAccepted++
 		case ok > 1:
-			r.twice++
+			gr.twice++
 		}
 		r.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
@@ -200,15 +255,29 @@ func (r *Run) installedAll(v uint64) time.Time {
 
 // A Report is what one fault cost.
 type Report struct {
-	name                             string
-	flows, lostFlows, twice, replays int
-	acked, lost, notDurable, failed  int
-	recovery                         time.Duration // fault to a write acknowledged and installed everywhere
-	guardOutage                      time.Duration // fault to the last flow lost
-	before, after                    time.Duration // write to last install: p99 before the fault, max after it
-	loaderErrs                       int
-	finalVersion, maxAcked           uint64
+	name                            string
+	acked, lost, notDurable, failed int
+	recovery                        time.Duration // fault to a write acknowledged and installed everywhere
+	before, after                   time.Duration // write to last install: p99 before the fault, max after it
+	loaderErrs                      int
+	finalVersion, maxAcked          uint64
+	promoted                        time.Duration // fault to the promotion
+	subscription                    time.Duration // promotion to the subscription on the new primary
+	windowInstall                   time.Duration // the latest install, after the subscription moved, of a write acknowledged before it did
+	guards                          []GuardReport
 }
+
+// A GuardReport is what one fault cost the flows through one guard.
+type GuardReport struct {
+	Name                               string
+	Flows, LostFlows, Twice, Replays   int
+	Executions, Unvouched, Unavailable int
+	Outage                             time.Duration // fault to the last flow lost
+	Window                             time.Duration // promotion to the last "unavailable" answer
+}
+
+// Guards is what the fault cost each guard.
+func (rep Report) Guards() []GuardReport { return rep.guards }
 
 // run drives the load for warm, injects the fault, keeps the load on
 // until a write made after the fault is installed everywhere, settles
@@ -217,17 +286,27 @@ type Report struct {
 // a write made after fault returned is installed everywhere, heals (if
 // heal is not nil) and checks. g may be nil: no single-use flows.
 func (r *Run) Fault(name string, g replay.Guard, warm time.Duration, fault, heal func()) Report {
+	var gs []Guard
+	if g != nil {
+		gs = []Guard{{Name: "guard", Guard: g}}
+	}
+	return r.FaultGuards(name, gs, warm, fault, heal)
+}
+
+// FaultGuards is Fault with single-use flows through each of gs at once.
+func (r *Run) FaultGuards(name string, gs []Guard, warm time.Duration, fault, heal func()) Report {
 	t := r.t
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); r.writer(ctx) }()
-	go func() {
-		defer wg.Done()
-		if g != nil {
-			r.flowsThrough(ctx, g)
-		}
-	}()
+	r.guards = nil
+	for _, g := range gs {
+		gr := &guardRun{Guard: g}
+		r.guards = append(r.guards, gr)
+		wg.Add(1)
+		go func() { defer wg.Done(); r.flowsThrough(ctx, gr) }()
+	}
 	time.Sleep(warm) // the load runs meanwhile: this is its duration, not a wait for a condition
 	r.mu.Lock()
 	r.faultAt = time.Now()
@@ -300,10 +379,47 @@ func (r *Run) check(name string) Report {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep := Report{name: name, flows: r.flows, lostFlows: r.lostFlows, twice: r.twice, replays: r.replaysAccepted,
-		acked: len(r.acked), notDurable: r.notDur, failed: len(r.writeErrs), loaderErrs: len(r.loadErrs),
+	rep := Report{name: name, acked: len(r.acked), notDurable: r.notDur, failed: len(r.writeErrs), loaderErrs: len(r.loadErrs),
 		finalVersion: ks.Version}
 	faultAt := r.faultAt
+	promoted := r.promotedAt
+	if !promoted.IsZero() {
+		rep.promoted = promoted.Sub(faultAt)
+		if !r.subscribedAt.IsZero() {
+			rep.subscription = r.subscribedAt.Sub(promoted)
+			if rep.subscription > Bound {
+				t.Errorf("%s: the loaders' subscription reached the new primary %v after the promotion (bound %v)", name, rep.subscription, Bound)
+			}
+		} else if r.moves {
+			t.Errorf("%s: the loaders' subscription was never seen on the new primary", name)
+		}
+	}
+	for _, gr := range r.guards {
+		gp := GuardReport{Name: gr.Name, Flows: gr.flows, LostFlows: gr.lostFlows, Twice: gr.twice, Replays: gr.replaysAccepted,
+			Executions: gr.executions, Unvouched: gr.unvouched, Unavailable: gr.unavailable}
+		for _, at := range gr.lostAt {
+			if at.After(faultAt) {
+				gp.Outage = at.Sub(faultAt)
+			}
+		}
+		if !promoted.IsZero() {
+			for _, at := range gr.lostAt {
+				if at.After(promoted) {
+					gp.Window = at.Sub(promoted)
+				}
+			}
+			if gr.Bounded && gp.Window > Bound {
+				t.Errorf("%s: %s lost a flow %v after the promotion (bound %v)", name, gr.Name, gp.Window, Bound)
+			}
+		}
+		if gr.twice > 0 {
+			t.Errorf("%s: %s: %d states executed twice", name, gr.Name, gr.twice)
+		}
+		if gr.replaysAccepted > 0 {
+			t.Errorf("%s: %s: %d replays accepted", name, gr.Name, gr.replaysAccepted)
+		}
+		rep.guards = append(rep.guards, gp)
+	}
 	// Recovered: the first acknowledged write after the last failed one
 	// since the fault, once every loader installed it (a version the
 	// next overtook before a loader read it does not count).
@@ -330,11 +446,6 @@ recovered:
 			break
 		}
 	}
-	for _, at := range r.lostAt {
-		if at.After(faultAt) {
-			rep.guardOutage = at.Sub(faultAt)
-		}
-	}
 	var before, after []time.Duration
 	for _, a := range r.acked {
 		rep.maxAcked = max(rep.maxAcked, a.version)
@@ -358,6 +469,20 @@ recovered:
 			continue // overtaken by the next version before a loader read it
 		}
 		d := last.Sub(a.start)
+		closed := r.promotedAt
+		if r.moves {
+			closed = r.subscribedAt
+		}
+		if !closed.IsZero() && a.start.After(faultAt) && a.end.Before(closed) {
+			// Written while the subscription was on the dead node (or
+			// before the promotion): it must be installed once the
+			// window closed, not at the next poll.
+			w := max(last.Sub(closed), 0)
+			rep.windowInstall = max(rep.windowInstall, w)
+			if w > Bound {
+				t.Errorf("%s: version %d, written during the window, was installed everywhere %v after it closed", name, a.version, w)
+			}
+		}
 		if a.start.Before(faultAt) {
 			before = append(before, d)
 		} else {
@@ -368,20 +493,27 @@ recovered:
 	if r.poll >= 30*time.Second && rep.after > 10*time.Second {
 		t.Errorf("%s: a write after the fault took %v to reach every loader: their poll (%v), not the notification, brought it", name, rep.after, r.poll)
 	}
-	if r.twice > 0 {
-		t.Errorf("%s: %d states executed twice", name, r.twice)
-	}
-	if r.replaysAccepted > 0 {
-		t.Errorf("%s: %d replays accepted", name, r.replaysAccepted)
-	}
 	for _, ring := range r.rings {
 		if got := ring.Current().Version(); got < rep.maxAcked {
 			t.Errorf("%s: a loader holds version %d after the fault, %d was acknowledged", name, got, rep.maxAcked)
 		}
 	}
-	t.Logf("%s: flows %d (lost %d, executed twice %d, replays accepted %d); rotations acknowledged %d, lost %d, refused not durable %d, failed %d; writes recovered (installed everywhere) %v after the fault, flows %v; write to last install p99 %v before, max %v after; loader errors %d",
-		name, rep.flows, rep.lostFlows, rep.twice, rep.replays, rep.acked, rep.lost, rep.notDurable, rep.failed,
-		rep.recovery.Round(time.Millisecond), rep.guardOutage.Round(time.Millisecond), rep.before.Round(time.Millisecond), rep.after.Round(time.Millisecond), rep.loaderErrs)
+	t.Logf("%s: rotations acknowledged %d, lost %d, refused not durable %d, failed %d; writes recovered (installed everywhere) %v after the fault; write to last install p99 %v before, max %v after; loader errors %d",
+		name, rep.acked, rep.lost, rep.notDurable, rep.failed,
+		rep.recovery.Round(time.Millisecond), rep.before.Round(time.Millisecond), rep.after.Round(time.Millisecond), rep.loaderErrs)
+	if !promoted.IsZero() {
+		sub := "stayed on its node (alive)"
+		if r.moves {
+			sub = fmt.Sprintf("on the new primary %v after the promotion", rep.subscription.Round(time.Millisecond))
+		}
+		t.Logf("%s: promoted %v after the fault; subscription %s; a write made during the window installed everywhere %v after it closed",
+			name, rep.promoted.Round(time.Millisecond), sub, rep.windowInstall.Round(time.Millisecond))
+	}
+	for _, g := range rep.guards {
+		t.Logf("%s: %s: flows %d (lost %d, executed twice %d, replays accepted %d), executions %d, answers unvouched %d, unavailable %d; last lost flow %v after the fault, %v after the promotion",
+			name, g.Name, g.Flows, g.LostFlows, g.Twice, g.Replays, g.Executions, g.Unvouched, g.Unavailable,
+			g.Outage.Round(time.Millisecond), g.Window.Round(time.Millisecond))
+	}
 	for i, err := range r.writeErrs {
 		if i < 3 {
 			t.Logf("%s: write error: %v", name, err)

@@ -458,3 +458,49 @@ func (p *Process) logTail() string {
 	}
 	return fmt.Sprintf("%s %s log:\n%s", p.name, p.Addr(), b)
 }
+
+// WatchPromotion watches the replica at addr (polled every 20 ms, from
+// another goroutine: it reads no Process) and reports when it first
+// answers ROLE as a master, then when the channel has a subscriber there
+// (PUBSUB NUMSUB): the moment a failover promoted it, and the moment a
+// subscription moved to it. It gives up after 90 s (zero times), or when
+// the test ends.
+func WatchPromotion(t testing.TB, addr, channel string) (promoted, subscribed <-chan time.Time) {
+	p, s := make(chan time.Time, 1), make(chan time.Time, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		defer close(p)
+		defer close(s)
+		c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		defer c.Close()
+		poll := func(ok func() bool) bool {
+			for ctx.Err() == nil {
+				if ok() {
+					return true
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			return false
+		}
+		if !poll(func() bool {
+			r, err := c.Do(ctx, "ROLE").Slice()
+			return err == nil && len(r) > 0 && r[0] == "master"
+		}) {
+			return
+		}
+		p <- time.Now()
+		if poll(func() bool {
+			m, err := c.PubSubNumSub(ctx, channel).Result()
+			return err == nil && m[channel] > 0
+		}) {
+			s <- time.Now()
+		}
+	}()
+	return p, s
+}

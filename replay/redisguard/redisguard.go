@@ -56,6 +56,18 @@
 // records without a trace: the guard then refuses every state, saying
 // why.
 //
+// With Options.MinReplicas (min_replicas= in the URL: SplitURL), a use
+// counts only once that many replicas hold its record (WAIT on the
+// connection that wrote it), and the epoch survives a failover that
+// promotes one of them: this server's master_replid2 is the epoch's
+// replication id, every record under the epoch was made that way, and
+// the server was running when it received the durable guards' newest
+// heartbeat (written into the epoch every second, by the epoch's refresh
+// and with the records), which a server that
+// restarted from a snapshot, and may lack records, was not.
+// States issued before such a failover are not refused; while a primary
+// has fewer replicas than MinReplicas, single use is unavailable.
+//
 // The residual assumption is about clocks: the hosts that seal tokens must
 // not run ahead of Redis's clock by more than Options.ClockMargin (250 ms
 // by default), or a state sealed just before Redis lost its records could
@@ -114,22 +126,46 @@ type Options struct {
 	// Logger receives warnings (fail open, lost records, an evicting
 	// Redis, background work dropped); nil means slog.Default().
 	Logger *slog.Logger
+	// MinReplicas, above 0, makes the records durable: a use counts (Use
+	// returns nil) only once that many replicas of its primary hold its
+	// record (WAIT, within Timeout), and a primary with fewer replicas
+	// connected records nothing (replay.ErrUnavailable). A failover that
+	// promotes one of those replicas then loses no record, and keeps the
+	// epoch: states issued before it are not refused. Set it to the
+	// number of replicas each primary has: a replica that missed a
+	// record (one that was not among the MinReplicas that acknowledged
+	// it) must never be promoted. 0, the default, waits for no replica,
+	// and every failover moves the epoch (docs/FLEET.md, "Single use in
+	// Redis", says what each costs).
+	MinReplicas int
 }
 
-// SplitURL takes the guard's own parameter, guard_timeout (a Go duration:
-// Options.Timeout), out of a Redis URL, and returns the URL left for the
-// client (stores/redis.NewClient reads it) and the options it set. A URL
-// without it comes back unchanged, with the zero Options.
+// SplitURL takes the guard's own parameters out of a Redis URL:
+// guard_timeout (a Go duration: Options.Timeout) and min_replicas (a
+// count: Options.MinReplicas, durable records). It returns the URL left
+// for the client (stores/redis.NewClient reads it) and the options they
+// set. A URL without them comes back unchanged, with the zero Options.
 func SplitURL(raw string) (client string, o Options, err error) {
 	u, perr := url.Parse(raw)
-	if perr != nil || !u.Query().Has("guard_timeout") {
+	if perr != nil {
 		return raw, o, nil // NewClient says what is wrong with the URL
 	}
 	q := u.Query()
-	if o.Timeout, err = time.ParseDuration(q.Get("guard_timeout")); err != nil || o.Timeout <= 0 {
-		return "", Options{}, fmt.Errorf("guard_timeout=%q: want a positive duration such as 300ms", q.Get("guard_timeout"))
+	if !q.Has("guard_timeout") && !q.Has("min_replicas") {
+		return raw, o, nil
+	}
+	if q.Has("guard_timeout") {
+		if o.Timeout, err = time.ParseDuration(q.Get("guard_timeout")); err != nil || o.Timeout <= 0 {
+			return "", Options{}, fmt.Errorf("guard_timeout=%q: want a positive duration such as 300ms", q.Get("guard_timeout"))
+		}
+	}
+	if q.Has("min_replicas") {
+		if o.MinReplicas, err = strconv.Atoi(q.Get("min_replicas")); err != nil || o.MinReplicas < 0 {
+			return "", Options{}, fmt.Errorf("min_replicas=%q: want a count of replicas, 0 or more", q.Get("min_replicas"))
+		}
 	}
 	q.Del("guard_timeout")
+	q.Del("min_replicas")
 	u.RawQuery = q.Encode()
 	return u.String(), o, nil
 }
@@ -224,7 +260,19 @@ func (g *Guard) keys(id []byte) (use, epoch string) {
 // epochLua reads or sets the epoch of KEYS[2] into et, at Redis's time
 // now. When the epoch is missing or its replication id is not Redis's
 // any more, Redis lost or may have lost records: the epoch becomes the
-// moment of that loss. That is Redis's start if the loss can only be the
+// moment of that loss. Unless nothing can have been lost: this server
+// was promoted from a replica of the epoch's primary (its master_replid2
+// is the epoch's id), every record under the epoch was held by the
+// guard's MinReplicas replicas before it counted ('d' is 1: set by a
+// durable guard when it made the epoch, cleared by the first record a
+// guard without MinReplicas makes under it), this server was running
+// when it received the newest heartbeat it holds ('h', which durable
+// guards write every second: a server that restarted from a snapshot,
+// the old primary itself or a replica not yet resynced, holds only
+// heartbeats older than its start, and may lack records; its
+// master_replid2 is the snapshot's id too), and this guard is durable
+// (durable, the script's MinReplicas, is above 0): the epoch is kept,
+// under the new id. That is Redis's start if the loss can only be the
 // restart: this server was not promoted from a replica (master_replid2 is
 // zero) and nothing was flushed since it started (no FLUSHALL or FLUSHDB
 // in INFO commandstats). Otherwise the moment is unknown, and the epoch is
@@ -234,13 +282,23 @@ func (g *Guard) keys(id []byte) (use, epoch string) {
 const epochLua = `
 local repl = redis.call('INFO', 'replication')
 local rid = string.match(repl, 'master_replid:(%x+)') or ''
-local ep = redis.call('HMGET', KEYS[2], 't', 'r')
+local rid2 = string.match(repl, 'master_replid2:(%x+)') or ''
+local ep = redis.call('HMGET', KEYS[2], 't', 'r', 'd', 'h')
 local et = tonumber(ep[1])
 local fresh = 0
-if not et or ep[2] ~= rid then
+local kept = false
+if et and ep[2] ~= rid and durable > 0 and ep[3] == '1' and ep[2] == rid2 and tonumber(ep[4]) then
+  local srv = redis.call('INFO', 'server')
+  local up = tonumber(string.match(srv, 'uptime_in_seconds:(%d+)'))
+  local us = tonumber(string.match(srv, 'server_time_usec:(%d+)'))
+  if up and us and (math.floor(us / 1000000) - up + 2) * 1000 < tonumber(ep[4]) then
+    redis.call('HSET', KEYS[2], 'r', rid)
+    kept = true
+  end
+end
+if not kept and (not et or ep[2] ~= rid) then
   et = now
   fresh = 1
-  local rid2 = string.match(repl, 'master_replid2:(%x+)') or ''
   local srv = redis.call('INFO', 'server')
   local up = tonumber(string.match(srv, 'uptime_in_seconds:(%d+)'))
   local us = tonumber(string.match(srv, 'server_time_usec:(%d+)'))
@@ -248,7 +306,9 @@ if not et or ep[2] ~= rid then
      not string.find(redis.call('INFO', 'commandstats'), 'cmdstat_flush') then
     et = math.min(now, (math.floor(us / 1000000) - up + 1) * 1000)
   end
-  redis.call('HSET', KEYS[2], 't', string.format('%.0f', et), 'r', rid)
+  local d = '0'
+  if durable > 0 then d = '1' end
+  redis.call('HSET', KEYS[2], 't', string.format('%.0f', et), 'r', rid, 'd', d, 'h', now)
 end
 `
 
@@ -263,6 +323,17 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // "ATTEMPT:DEADLINE:0" until its owner acknowledges it, then ":1"; ":2"
 // once its owner doubts it (Doubt).
 var claim = goredis.NewScript(nowLua + `
+-- ARGV[7] is the guard's MinReplicas. A durable guard (above 0) finds
+-- too few replicas connected before it records ('replicas'), and writes
+-- its own record again when it finds it, so that the WAIT that follows
+-- on the same connection covers it.
+local durable = tonumber(ARGV[7]) or 0
+if durable > 0 then
+  local own = redis.call('GET', KEYS[1])
+  if own and string.sub(own, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
+    redis.call('SET', KEYS[1], own, 'KEEPTTL')
+  end
+end
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local a, acked = string.match(cur, '^(%x+):%d+:([012])$')
@@ -275,13 +346,29 @@ if now >= tonumber(ARGV[2]) then return {'late', now} end
 if tonumber(ARGV[5]) - now > tonumber(ARGV[6]) then return {'clock', now} end
 ` + epochLua + `
 if tonumber(ARGV[3]) < et + tonumber(ARGV[6]) then return {'stale', now, et} end
+if durable > 0 then
+  local n = tonumber(string.match(repl, 'connected_slaves:(%d+)')) or 0
+  if n < durable then return {'replicas', now, n} end
+  -- The heartbeat travels with the record (at most one write a second):
+  -- a replica that holds the record held it while running.
+  if fresh == 0 and ep[3] == '1' and now - (tonumber(ep[4]) or 0) > 1000 then
+    redis.call('HSET', KEYS[2], 'h', now)
+  end
+elseif ep[3] == '1' then
+  redis.call('HSET', KEYS[2], 'd', '0')
+end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2] .. ':0', 'PX', ARGV[4])
 return {'ok', now}
 `)
 
 // touch reads or sets the epoch of KEYS[2] (KEYS[1] is unused, to keep
-// the epoch code's numbering).
-var touch = goredis.NewScript(nowLua + epochLua + `
+// the epoch code's numbering); ARGV[1] is the guard's MinReplicas.
+var touch = goredis.NewScript(nowLua + `
+local durable = tonumber(ARGV[1]) or 0
+` + epochLua + `
+if durable > 0 and fresh == 0 and ep[3] == '1' then
+  redis.call('HSET', KEYS[2], 'h', now)
+end
 return {et, fresh}
 `)
 
@@ -347,8 +434,11 @@ func (g *Guard) Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Tim
 	unknown := false
 	last := ctx.Err()
 	for backoff := 5 * time.Millisecond; last == nil; backoff = min(2*backoff, 100*time.Millisecond) {
-		args := []any{attempt, j.deadline, issuedAt.UnixMilli(), ttl.Milliseconds(), g.now().UnixMilli(), g.o.ClockMargin.Milliseconds()}
+		args := []any{attempt, j.deadline, issuedAt.UnixMilli(), ttl.Milliseconds(), g.now().UnixMilli(), g.o.ClockMargin.Milliseconds(), g.o.MinReplicas}
 		r, err := bounded(ctx, func(ctx context.Context) ([]any, error) {
+			if g.o.MinReplicas > 0 {
+				return g.claimDurable(ctx, key, epoch, args)
+			}
 			return claim.Run(ctx, g.client, []string{key, epoch}, args...).Slice()
 		})
 		if err == nil {
@@ -363,8 +453,16 @@ func (g *Guard) Use(ctx context.Context, id []byte, issuedAt, keepUntil time.Tim
 		}
 		last = err
 		unknown = unknown || maybeSent(err)
-		if !unknown {
+		if !unknown && !(g.o.MinReplicas > 0 && redirected(err)) {
 			break // nothing reached Redis: no need to find out
+		}
+		if redirected(err) {
+			// A durable claim, pinned to a node that no longer serves
+			// the key (a failover): it did not run. Try again on the
+			// primary the client learns of.
+			if cc, ok := g.client.(*goredis.ClusterClient); ok {
+				cc.ReloadState(ctx)
+			}
 		}
 		select {
 		case <-time.After(backoff):
@@ -411,6 +509,16 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 		g.enqueue(j)
 	}
 	switch status {
+	case "unreplicated":
+		if !unknown { // else enqueued above
+			j.release = true
+			g.enqueue(j)
+		}
+		n, _ := r[2].(int64)
+		return fmt.Errorf("%w: the use was recorded on the primary, but %d of the %d replicas it needs (min_replicas) acknowledged it in time; it is taken back", replay.ErrUnavailable, n, g.o.MinReplicas)
+	case "replicas":
+		n, _ := r[2].(int64)
+		return fmt.Errorf("%w: the primary has %d replicas connected and the guard requires %d (min_replicas); nothing was recorded", replay.ErrUnavailable, n, g.o.MinReplicas)
 	case "used":
 		return replay.ErrReplayed
 	case "doubt":
@@ -426,6 +534,72 @@ func (g *Guard) settle(r []any, j job, unknown bool, issuedAt, deadline time.Tim
 			replay.ErrUnvouched, issuedAt.UTC().Format(time.RFC3339), time.UnixMilli(et).UTC().Format(time.RFC3339Nano))
 	}
 	return fmt.Errorf("%w: unexpected answer from Redis %v", replay.ErrUnavailable, r)
+}
+
+// claimDurable runs the claim on a connection pinned to the key's
+// primary and, when it recorded the use (or found its own record, which
+// the script wrote again), waits there for MinReplicas replicas to hold
+// it: WAIT counts the writes of its own connection. A record fewer
+// replicas acknowledged in time answers "unreplicated", and is taken
+// back.
+func (g *Guard) claimDurable(ctx context.Context, key, epoch string, args []any) ([]any, error) {
+	cn, err := g.pin(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer cn.Close()
+	r, err := claim.Run(ctx, cn, []string{key, epoch}, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if status, _ := r[0].(string); status != "ok" && status != "mine" {
+		return r, nil
+	}
+	// WAIT's own timeout ends before the call's deadline, so that its
+	// answer comes back in time: Redis notices a blocked client's timeout
+	// in its event loop, up to 100 ms late at the default hz 10. 0 would
+	// mean no timeout.
+	deadline, _ := ctx.Deadline()
+	wait := max(time.Until(deadline)-150*time.Millisecond, 10*time.Millisecond)
+	n, err := cn.Wait(ctx, g.o.MinReplicas, wait).Result()
+	if err != nil {
+		return nil, err
+	}
+	if int(n) < g.o.MinReplicas {
+		return []any{"unreplicated", r[1], n}, nil
+	}
+	return r, nil
+}
+
+// pin returns a connection to the primary that serves key.
+func (g *Guard) pin(ctx context.Context, key string) (*goredis.Conn, error) {
+	switch c := g.client.(type) {
+	case *goredis.ClusterClient:
+		m, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return m.Conn(), nil
+	case *goredis.Client: // a single Redis, or a Sentinel failover client
+		return c.Conn(), nil
+	}
+	return nil, fmt.Errorf("%w: MinReplicas needs a *redis.Client, a failover client or a *redis.ClusterClient (WAIT runs on the connection that wrote), not a %T", replay.ErrUnavailable, g.client)
+}
+
+// redirected reports a reply that says the node does not serve the key
+// as a primary (a failover, a stale slot map): the command did not run.
+func redirected(err error) bool {
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"MOVED ", "ASK ", "CLUSTERDOWN", "READONLY", "TRYAGAIN", "LOADING", "MASTERDOWN"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Release removes the record of id (replay.Releaser), within
@@ -525,7 +699,7 @@ func (g *Guard) touchAll(ctx context.Context) (time.Time, error) {
 	var latest int64
 	for b := range g.buckets {
 		_, epoch := g.keys([]byte{byte(b)})
-		r, err := touch.Run(ctx, g.client, []string{epoch, epoch}).Slice()
+		r, err := touch.Run(ctx, g.client, []string{epoch, epoch}, g.o.MinReplicas).Slice()
 		if err != nil {
 			return time.Time{}, fmt.Errorf("redis: epoch: %w", err)
 		}

@@ -8,13 +8,19 @@ import (
 	"github.com/stateseal/stateseal/stores/redis"
 )
 
-// guardFor is a guard over a Redis URL, closed with the test.
-func guardFor(t *testing.T, rawURL string) *redisguard.Guard {
-	c, err := redis.NewClient(rawURL)
+// guardFor is a guard over a Redis URL (its own parameters, such as
+// min_replicas, read as a server reads them), closed with the test.
+func guardFor(t *testing.T, rawURL, prefix string) *redisguard.Guard {
+	where, o, err := redisguard.SplitURL(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := redisguard.New(c, &redisguard.Options{Logger: slog.New(slog.DiscardHandler)})
+	c, err := redis.NewClient(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Prefix, o.Logger = prefix, slog.New(slog.DiscardHandler)
+	g := redisguard.New(c, &o)
 	t.Cleanup(func() { g.Close(); c.Close() })
 	return g
 }

@@ -60,6 +60,16 @@ func TestClusterAndWriteOptions(t *testing.T) {
 	if o := cc.Options(); o.ClusterStateReloadInterval != 500*time.Millisecond || o.MaxRedirects != 2 || !o.RouteByLatency {
 		t.Fatalf("cluster options %+v", o)
 	}
+	// Without the parameter, the map is reloaded every second, not
+	// go-redis's 60 s: no blind minute after a master dies.
+	d, err := newClient(testkit.Must(url.Parse("redis://127.0.0.1:7000/0?addr=127.0.0.1:7001")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got := d.(*goredis.ClusterClient).Options().ClusterStateReloadInterval; got != DefaultClusterStateReloadInterval {
+		t.Fatalf("default cluster_state_reload_interval %v, want %v", got, DefaultClusterStateReloadInterval)
+	}
 	for _, bad := range []string{
 		"redis://127.0.0.1:7000/0?max_redirects=2",
 		"redis://127.0.0.1:26379/0?master=m&addr=127.0.0.1:26380&cluster_state_reload_interval=1s",

@@ -22,7 +22,8 @@
 // seconds; max_retries=-1 turns retries off. Every command is also bounded
 // by its context's deadline. A Cluster URL (several addr=, no master=)
 // also takes cluster_state_reload_interval (how old go-redis's slot map
-// may get: 60 s by default, 1s is what a fleet wants), max_redirects,
+// may get: DefaultClusterStateReloadInterval, 1 s, where go-redis's own
+// default is 60 s), max_redirects,
 // route_by_latency and route_randomly; a Sentinel URL (master=)
 // sentinel_username and sentinel_password, for sentinels that require a
 // password of their own (the URL's credentials are the Redis servers').
@@ -56,7 +57,9 @@
 // loader subscribes to the
 // channel (a rotation reaches every instance in milliseconds) and keeps
 // polling Revision, which transfers about fifty bytes, in case the
-// subscription drops. Because the revision hashes the document, a change
+// subscription drops. Behind Sentinel the subscription follows the
+// primary (Watch); in a Cluster, the slot map's reload every second
+// moves it off a dead master. Because the revision hashes the document, a change
 // made behind the store's back (an HSET of "doc" that leaves "rev" alone)
 // still changes it: a loader cannot be made to skip it, and a writer that
 // read the old document gets stores.ErrConflict.
@@ -277,9 +280,20 @@ func newClient(u *url.URL) (goredis.UniversalClient, error) {
 		return goredis.NewUniversalClient(o), nil
 	}
 	co := o.Cluster()
+	if reload == 0 {
+		reload = DefaultClusterStateReloadInterval
+	}
 	co.ClusterStateReloadInterval = reload
 	return goredis.NewClusterClient(co), nil
 }
+
+// DefaultClusterStateReloadInterval is how old a Cluster client's slot
+// map may get (cluster_state_reload_interval=) when the URL does not say:
+// go-redis's own default, 60 s, kept loaders, their subscription and a
+// guard on a dead master for about a minute after its replica took over.
+// A reload is one CLUSTER SHARDS (or SLOTS) to one node, made only when
+// the client is used and the map is older than this.
+const DefaultClusterStateReloadInterval = time.Second
 
 // clusterParams are the Cluster client's parameters the URL may set.
 var clusterParams = []string{"cluster_state_reload_interval", "max_redirects", "route_by_latency", "route_randomly"}

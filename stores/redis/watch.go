@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,15 @@ import (
 // All the stores of one client share one subscription per channel (one
 // connection, one health check), however many loaders watch: a thousand
 // loaders in a process cost Redis one subscriber.
+//
+// Behind Sentinel the subscription follows the primary: go-redis moves
+// its pool to a new primary at once, but not its subscriptions, which
+// stay on the old primary (alive, and no longer sent the writes) until
+// the sentinels reconfigure it, up to 10 s later. So every
+// followEvery (1 s) the hub asks the primary through the pool which
+// server it is (INFO server's run_id); when that is not the server it
+// subscribed on, it subscribes again (the new connection goes to the new
+// primary), drops the old subscription, and signals every watcher.
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	h := join(s.client, s.Channel())
@@ -41,6 +51,10 @@ func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	return out
 }
 
+// followEvery is how often a hub behind Sentinel checks that its
+// subscription is on the primary; a variable for tests.
+var followEvery = time.Second
+
 type hubKey struct {
 	client  goredis.UniversalClient
 	channel string
@@ -52,9 +66,11 @@ type hub struct {
 	refs  int // guarded by hubs.mu
 	once  sync.Once
 	ok    bool
-	ps    *goredis.PubSub
 	done  chan struct{} // closed when the subscription ends
 	mu    sync.Mutex
+	ps    *goredis.PubSub // guarded by mu once run has started
+	on    string          // the run_id of the server ps subscribed on ("": unknown); guarded by mu
+	ended bool            // stop was called; guarded by mu
 	subs  map[chan struct{}]struct{}
 	close sync.Once
 }
@@ -100,8 +116,12 @@ func leave(h *hub, out chan struct{}) {
 
 func (h *hub) stop() {
 	h.close.Do(func() {
-		if h.ps != nil {
-			h.ps.Close()
+		h.mu.Lock()
+		h.ended = true
+		ps := h.ps
+		h.mu.Unlock()
+		if ps != nil {
+			ps.Close()
 		}
 	})
 }
@@ -110,9 +130,12 @@ func (h *hub) stop() {
 // A hub that failed is forgotten, so that the next Watch tries again.
 func (h *hub) start() bool {
 	h.once.Do(func() {
-		h.ps = h.key.client.Subscribe(context.Background(), h.key.channel)
+		ps := h.key.client.Subscribe(context.Background(), h.key.channel)
+		h.mu.Lock()
+		h.ps = ps
+		h.mu.Unlock()
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := h.ps.Receive(c)
+		_, err := ps.Receive(c)
 		cancel()
 		if err != nil {
 			hubs.Lock()
@@ -125,23 +148,120 @@ func (h *hub) start() bool {
 			return
 		}
 		h.ok = true
+		if sentinel(h.key.client) {
+			id := serverID(h.key.client)
+			h.mu.Lock()
+			h.on = id
+			h.mu.Unlock()
+		}
 		go h.run()
 	})
 	return h.ok
 }
 
 // run fans out every message, and every new subscription confirmation (a
-// reconnection), until the subscription is closed.
+// reconnection), until the subscription is closed (and not replaced by
+// one on a new primary).
 func (h *hub) run() {
 	defer close(h.done)
-	for range h.ps.ChannelWithSubscriptions() {
+	quit := make(chan struct{})
+	defer close(quit)
+	if sentinel(h.key.client) {
+		go h.follow(quit)
+	}
+	for {
 		h.mu.Lock()
-		for out := range h.subs {
-			select {
-			case out <- struct{}{}:
-			default: // a signal is pending already
-			}
+		ps := h.ps
+		h.mu.Unlock()
+		for range ps.ChannelWithSubscriptions() {
+			h.signal()
+		}
+		h.mu.Lock()
+		moved := h.ps != ps && !h.ended
+		h.mu.Unlock()
+		if !moved {
+			return
+		}
+	}
+}
+
+// signal tells every watcher to read the revision.
+func (h *hub) signal() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for out := range h.subs {
+		select {
+		case out <- struct{}{}:
+		default: // a signal is pending already
+		}
+	}
+}
+
+// follow moves the subscription to the primary the client's pool
+// reaches, when that is another server than the one it subscribed on.
+func (h *hub) follow(quit <-chan struct{}) {
+	t := time.NewTicker(followEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-quit:
+			return
+		case <-t.C:
+		}
+		id := serverID(h.key.client)
+		h.mu.Lock()
+		on := h.on
+		if on == "" {
+			h.on = id
 		}
 		h.mu.Unlock()
+		if id == "" || on == "" || id == on {
+			continue
+		}
+		ps := h.key.client.Subscribe(context.Background(), h.key.channel)
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := ps.Receive(c)
+		cancel()
+		if err != nil {
+			ps.Close() // the next tick tries again
+			continue
+		}
+		h.mu.Lock()
+		if h.ended {
+			h.mu.Unlock()
+			ps.Close()
+			return
+		}
+		old := h.ps
+		h.ps, h.on = ps, serverID(h.key.client)
+		h.mu.Unlock()
+		old.Close()
+		// Writes made on the new primary before this subscription were
+		// not announced to it.
+		h.signal()
 	}
+}
+
+// sentinel reports a Sentinel failover client (go-redis names its
+// address "FailoverClient").
+func sentinel(c goredis.UniversalClient) bool {
+	cl, ok := c.(*goredis.Client)
+	return ok && cl.Options().Addr == "FailoverClient"
+}
+
+// serverID is the run_id of the server the client's pool reaches ("" if
+// it does not answer within a second).
+func serverID(c goredis.UniversalClient) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
