@@ -141,7 +141,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *dry {
 		lines, steps, err := scan.Plan(c)
 		if err != nil {
-			return usage(stderr, "%v", err)
+			fmt.Fprintln(stderr, err)
+			return 2
 		}
 		for _, l := range lines {
 			fmt.Fprintln(stdout, l)
@@ -158,11 +159,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	rep, err := scan.Run(ctx, c)
-	if errors.Is(err, scan.ErrConfig) {
-		return usage(stderr, "%v", err)
-	}
-	if err != nil && rep == nil {
-		fmt.Fprintf(stderr, "statescan: %v\n", err)
+	if err != nil {
+		// A bad configuration, an unreachable server, an interrupt: the
+		// report would be all skips.
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	if *asJSON {
@@ -173,9 +173,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printTable(stdout, rep)
 	}
 	switch {
-	case err != nil:
-		fmt.Fprintf(stderr, "statescan: %v\n", err)
-		return 2
 	case rep.Failed():
 		return 1
 	case !rep.Judged():
