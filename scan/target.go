@@ -40,6 +40,9 @@ type targetScan struct {
 	// state is the baseline's last state.
 	state    string
 	refusals map[string]string
+	// hidden are the states sent and received and the credentials'
+	// values: a detail never quotes them, even where a server echoes one.
+	hidden map[string]bool
 }
 
 // last is the round whose honest retry completes the flow.
@@ -55,7 +58,17 @@ func newTargetScan(c *Config, t *Target) (*targetScan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	x := &targetScan{c: c, t: t, method: t.Method, client: client, budget: c.Budget, refusals: map[string]string{}}
+	x := &targetScan{c: c, t: t, method: t.Method, client: client, budget: c.Budget, refusals: map[string]string{}, hidden: map[string]bool{}}
+	for _, h := range []http.Header{c.Header, c.OtherHeader} {
+		for _, vs := range h {
+			for _, v := range vs {
+				x.hide(v)
+				if _, tok, ok := strings.Cut(v, " "); ok {
+					x.hide(tok) // the token of "Bearer TOKEN"
+				}
+			}
+		}
+	}
 	if x.method == "" {
 		x.method = ToolsCall
 	}
@@ -91,7 +104,29 @@ func (x *targetScan) add(id string, r Result, detail string, requests int) {
 	if id == "encoding" && r == Fail && x.t.SingleUse {
 		sev = Medium
 	}
-	x.findings = append(x.findings, Finding{ID: id, Tool: x.t.Name, Result: r, Severity: sev, Detail: detail, Spec: c.Spec, Requests: requests})
+	x.findings = append(x.findings, Finding{ID: id, Tool: x.t.Name, Result: r, Severity: sev, Detail: x.scrub(detail), Spec: c.Spec, Requests: requests})
+}
+
+// hide keeps s out of every detail.
+func (x *targetScan) hide(s string) {
+	if len(s) >= 4 {
+		x.hidden[s] = true
+	}
+}
+
+// scrub replaces every hidden string in d, the longest first.
+func (x *targetScan) scrub(d string) string {
+	var hs []string
+	for h := range x.hidden {
+		if strings.Contains(d, h) {
+			hs = append(hs, h)
+		}
+	}
+	sort.Slice(hs, func(i, j int) bool { return len(hs[i]) > len(hs[j]) })
+	for _, h := range hs {
+		d = strings.ReplaceAll(d, h, "<hidden>")
+	}
+	return d
 }
 
 // send sends one request within the budget, the rate and the timeout.
@@ -116,9 +151,15 @@ func (x *targetScan) send(ctx context.Context, r *wire.Request) (*wire.Reply, er
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if r.HasState {
+		x.hide(r.State)
+	}
 	rep, err := x.client.Do(cctx, r)
 	if err == nil {
 		x.answered = true
+		if rep.Result != nil && rep.Result.RequestState != nil {
+			x.hide(*rep.Result.RequestState)
+		}
 	}
 	return rep, err
 }

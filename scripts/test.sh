@@ -59,6 +59,8 @@ go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 go test ./gateway -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
 # The gateway's strict JSON reader against jsontext's.
 go test ./gateway -run '^$' -fuzz '^FuzzValidJSON$' -fuzztime "$FUZZTIME"
+# statescan's reading and rewriting of a server's requestState.
+go test ./scan/internal/stateform -run '^$' -fuzz '^FuzzForm$' -fuzztime "$FUZZTIME"
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)

@@ -141,3 +141,28 @@ func TestRandomIsOpaque(t *testing.T) {
 		t.Errorf("%d of 2000 random states read as text", seen)
 	}
 }
+
+// FuzzForm: any string parses and joins back to itself, and every copy
+// made of it differs from it.
+func FuzzForm(f *testing.F) {
+	for _, s := range []string{"", "confirmed", `{"step":"confirm"}`, "v1.eyJwIjoxfQ.AAAA", "ag1.AAECAwQ=", "a.b.c", "...", "Zm9v", "Zm9=", "Zm9vYg"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := Parse(s)
+		if p.String() != s {
+			t.Fatalf("%q joins back as %q", s, p.String())
+		}
+		vs := append(p.Tampered(6), p.Truncated()...)
+		vs = append(vs, p.Respelled()...)
+		if v, ok := p.Forged(); ok {
+			vs = append(vs, v)
+		}
+		for _, v := range vs {
+			if v.State == s {
+				t.Fatalf("%q: %s: the same state", s, v.What)
+			}
+		}
+		p.Text()
+	})
+}
