@@ -176,19 +176,20 @@ func (x *targetScan) retry(l *lastRound) *wire.Request {
 	return r
 }
 
-// outcome classifies a reply: accepted is a completed result.
-func outcome(rep *wire.Reply) (accepted bool, desc string) {
+// outcome classifies a reply: accepted is a completed result. What it
+// quotes of the server's answer is scrubbed before it is clipped.
+func (x *targetScan) outcome(rep *wire.Reply) (accepted bool, desc string) {
 	switch {
 	case rep.Error != nil:
-		return false, fmt.Sprintf("JSON-RPC error %d %q (HTTP %d)", rep.Error.Code, clip(rep.Error.Message, 80), rep.Status)
+		return false, fmt.Sprintf("JSON-RPC error %d %q (HTTP %d)", rep.Error.Code, clip(x.scrub(rep.Error.Message), 80), rep.Status)
 	case rep.Result == nil:
-		return false, rep.Text
+		return false, clip(x.scrub(rep.Text), 160)
 	case rep.Result.InputRequired():
 		return false, "a fresh input_required"
 	case rep.Result.IsError:
-		return false, "an isError result: " + clip(resultText(rep.Result), 80)
+		return false, "an isError result: " + clip(x.scrub(resultText(rep.Result)), 80)
 	}
-	return true, "completed: " + clip(resultText(rep.Result), 60)
+	return true, "completed: " + clip(x.scrub(resultText(rep.Result)), 60)
 }
 
 // resultText is the first text content of a result, or its JSON.
@@ -271,7 +272,7 @@ func (x *targetScan) baseline(ctx context.Context) string {
 			}
 			continue
 		}
-		ok, desc := outcome(rep)
+		ok, desc := x.outcome(rep)
 		if !ok {
 			return x.noBaseline(fmt.Sprintf("round %d refused: %s", round, desc), before)
 		}
@@ -307,7 +308,7 @@ func (x *targetScan) flow(ctx context.Context, h http.Header) (*lastRound, error
 			return nil, err
 		}
 		if rep.Result == nil || !rep.Result.InputRequired() {
-			_, desc := outcome(rep)
+			_, desc := x.outcome(rep)
 			return nil, fmt.Errorf("round %d of a fresh flow did not ask for input as the baseline did: %s", round, desc)
 		}
 		l = &lastRound{asks: rep.Result.InputRequests, responses: x.answers(rep.Result.InputRequests)}
@@ -341,7 +342,7 @@ func (x *targetScan) mutate(ctx context.Context, id string, l *lastRound, vs []v
 		if err != nil {
 			return Skip, fmt.Sprintf("%s: %v", v.what, err)
 		}
-		ok, desc := outcome(rep)
+		ok, desc := x.outcome(rep)
 		if ok {
 			return Fail, fmt.Sprintf("accepted %s: %s", v.what, desc)
 		}
@@ -501,7 +502,7 @@ func (x *targetScan) completes(ctx context.Context, h http.Header) string {
 	if err != nil {
 		return err.Error()
 	}
-	if ok, desc := outcome(rep); !ok {
+	if ok, desc := x.outcome(rep); !ok {
 		return desc
 	}
 	return ""
@@ -514,7 +515,7 @@ func (x *targetScan) replay(ctx context.Context, l *lastRound) (Result, string) 
 	if err != nil {
 		return Skip, err.Error()
 	}
-	if ok, desc := outcome(rep); !ok {
+	if ok, desc := x.outcome(rep); !ok {
 		return Skip, "the honest retry did not complete: " + desc
 	}
 	vs := []variant{{"the used state again", func(*wire.Request) {}}}
