@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		timeout                                                      = fs.Duration("timeout", 10*time.Second, "timeout of each request")
 		asJSON                                                       = fs.Bool("json", false, "print the report as JSON")
 		dry                                                          = fs.Bool("dry-run", false, "list what would be sent, and send nothing")
+		listChecks                                                   = fs.Bool("list", false, "list the checks: id, severity, what each sends, the spec sentence it tests")
 	)
 	fs.Var(&tools, "tool", "a tool to scan, NAME or NAME={json arguments} (repeatable)")
 	fs.Var(&prompts, "prompt", "a prompt to scan, NAME or NAME={json arguments} (repeatable)")
@@ -69,6 +70,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *listChecks {
+		for _, c := range scan.Checks {
+			fmt.Fprintf(stdout, "%s (%s)\n  sends: %s\n  spec:  %s\n", c.ID, c.Severity, c.Sends, c.Spec)
+		}
+		return 0
 	}
 	if *url == "" && fs.NArg() > 0 {
 		*url = fs.Arg(0)
