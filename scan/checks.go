@@ -26,6 +26,7 @@ var Checks = []Check{
 	{"baseline", None, "the honest flow: first round, answers, retry with the state echoed; it must complete", `req. 1-3 and the client requirements: the flow the other checks change`},
 	{"tamper", High, "the state with one bit flipped in its decoded bytes, at its start, middle and end, re-encoded in its own spelling", specIntegrity},
 	{"truncate", High, "the state with its last decoded byte dropped, and cut in half", specIntegrity},
+	{"extend", High, "the state with bytes appended to its decoded bytes: one zero byte, and 256 KiB of them (plain text: characters)", specIntegrity},
 	{"encoding", Low, "the same decoded bytes spelled otherwise: the other base64 alphabet, padding added or removed, a spare bit set (Medium for a single-use target: a guard keyed by the string sees a new state)", specAttacker + "; " + specSingleUse},
 	{"readable-state", None, "nothing: reads the state as a client can (text, JSON, base64 of either)", specOpaque},
 	{"secret-in-state", Medium, "nothing: looks in the readable state for identifiers, amounts, scores, account and contact data", specOpaque},
@@ -38,7 +39,7 @@ var Checks = []Check{
 	{"replay-single-use", High, "a completed retry of a single-use target sent again, as is and respelled", specSingleUse},
 	{"no-responses", High, "the state sent without inputResponses", specInputs},
 	{"declined", High, "the state sent with every elicitation declined", specInputs},
-	{"distinct-errors", Low, "nothing: compares the refusals of tamper, truncate, other-* and expired; different ones tell an attacker which check failed (Info: the spec asks nothing here)", specIntegrity},
+	{"distinct-errors", Low, "nothing: compares the refusals of tamper, truncate, extend, forge-plaintext and other-*; different ones tell an attacker which check failed (Info: the spec asks nothing here)", specIntegrity},
 }
 
 var checkByID = func() map[string]*Check {

@@ -48,7 +48,7 @@ func Plan(c *Config) ([]string, []Step, error) {
 				s.Requests = 0
 			case "tamper":
 				s.Requests = 1 + 6
-			case "truncate":
+			case "truncate", "extend":
 				s.Requests = 1 + 2
 			case "encoding":
 				s.Requests = 1 + 6

@@ -196,7 +196,7 @@ func TestExampleServer(t *testing.T) {
 		OtherHeader: header("X-User", "bob"),
 	})
 	wantFails(t, r)
-	wantPass(t, r, "fleet_pay", "tamper", "truncate", "other-tool", "other-args", "other-principal", "no-credential", "replay-single-use", "no-responses", "declined")
+	wantPass(t, r, "fleet_pay", "tamper", "truncate", "extend", "other-tool", "other-args", "other-principal", "no-credential", "replay-single-use", "no-responses", "declined")
 }
 
 // wantPass checks that each check passed on tool.
@@ -266,6 +266,6 @@ func TestTypeScript(t *testing.T) {
 			"-single-use", "pay", "-listen", "127.0.0.1:0", "-admin-listen", "", "-log-format", "text")
 		r := runScan(t, payConfig(url+"/mcp", "X-Forwarded-User", 0))
 		wantFails(t, r)
-		wantPass(t, r, "pay", "tamper", "truncate", "other-tool", "other-args", "other-principal", "no-credential", "replay-single-use")
+		wantPass(t, r, "pay", "tamper", "truncate", "extend", "other-tool", "other-args", "other-principal", "no-credential", "replay-single-use")
 	})
 }

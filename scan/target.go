@@ -406,6 +406,8 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		if len(vs) == 0 {
 			return Skip, "the state is too short to cut"
 		}
+	case "extend":
+		vs = stateVariants(form.Extended(256 << 10))
 	case "encoding":
 		vs = stateVariants(form.Respelled())
 		if len(vs) == 0 {
@@ -532,7 +534,7 @@ func (x *targetScan) distinct() (Result, string) {
 	var ids []string
 	for id := range x.refusals {
 		switch id {
-		case "tamper", "truncate", "forge-plaintext", "other-tool", "other-args", "other-principal":
+		case "tamper", "truncate", "extend", "forge-plaintext", "other-tool", "other-args", "other-principal":
 			ids = append(ids, id)
 		}
 	}

@@ -249,6 +249,23 @@ func (f Form) Truncated() []Variant {
 	return out
 }
 
+// Extended returns longer copies of f: one zero byte appended to the
+// decoded bytes of its last base64 segment, and n of them (re-encoded
+// canonically); for plain text, "x" and n of them appended.
+func (f Form) Extended(n int) []Variant {
+	for i := len(f.Segs) - 1; i >= 0; i-- {
+		s := f.Segs[i]
+		if s.Enc != nil {
+			return []Variant{
+				{f.with(i, append(bytes.Clone(s.Bytes), 0)), "segment " + itoa(i+1) + ": a zero byte appended to its decoded bytes"},
+				{f.with(i, append(bytes.Clone(s.Bytes), make([]byte, n)...)), "segment " + itoa(i+1) + ": " + itoa(n) + " zero bytes appended to its decoded bytes"},
+			}
+		}
+	}
+	s := f.String()
+	return []Variant{{s + "x", "\"x\" appended"}, {s + strings.Repeat("x", n), itoa(n) + " bytes appended"}}
+}
+
 // Respelled returns copies of f with the same decoded bytes spelled
 // otherwise: the other alphabet, padding added or removed, a spare bit
 // set. A strict decoder refuses each; a lenient one reads the same

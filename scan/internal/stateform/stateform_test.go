@@ -155,6 +155,7 @@ func FuzzForm(f *testing.F) {
 		}
 		vs := append(p.Tampered(6), p.Truncated()...)
 		vs = append(vs, p.Respelled()...)
+		vs = append(vs, p.Extended(3)...)
 		if v, ok := p.Forged(); ok {
 			vs = append(vs, v)
 		}
