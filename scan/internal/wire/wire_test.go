@@ -19,7 +19,10 @@ func TestRequest(t *testing.T) {
 	var body map[string]any
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r
-		b, _ := io.ReadAll(r.Body)
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
 		if err := json.Unmarshal(b, &body); err != nil {
 			t.Error(err)
 		}
@@ -60,7 +63,7 @@ func TestSSE(t *testing.T) {
 		io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n")
 	}))
 	defer srv.Close()
-	c, _ := NewClient(srv.URL, nil)
+	c := newClient(t, srv.URL)
 	rep, err := c.Do(context.Background(), &Request{Method: "tools/call", Name: "t"})
 	if err != nil || rep.Result == nil || rep.Result.InputRequired() {
 		t.Fatalf("%+v %v", rep, err)
@@ -74,7 +77,7 @@ func TestRedirectRefused(t *testing.T) {
 	defer other.Close()
 	srv := httptest.NewServer(http.RedirectHandler(other.URL, http.StatusTemporaryRedirect))
 	defer srv.Close()
-	c, _ := NewClient(srv.URL, nil)
+	c := newClient(t, srv.URL)
 	_, err := c.Do(context.Background(), &Request{Method: "tools/call", Name: "t"})
 	if !errors.Is(err, ErrTransport) || !strings.Contains(err.Error(), "redirect") || hit.Load() {
 		t.Fatalf("err %v, other server hit: %v", err, hit.Load())
@@ -87,9 +90,18 @@ func TestNotJSON(t *testing.T) {
 		http.Error(w, "no", http.StatusUnauthorized)
 	}))
 	defer srv.Close()
-	c, _ := NewClient(srv.URL, nil)
+	c := newClient(t, srv.URL)
 	rep, err := c.Do(context.Background(), &Request{Method: "tools/call", Name: "t"})
 	if err != nil || rep.Status != 401 || rep.Result != nil || rep.Error != nil || !strings.Contains(rep.Text, "401") {
 		t.Fatalf("%+v %v", rep, err)
 	}
+}
+
+func newClient(t *testing.T, url string) *Client {
+	t.Helper()
+	c, err := NewClient(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
