@@ -246,6 +246,16 @@ func printTable(w io.Writer, rep *scan.Report) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", strings.ToUpper(string(c.Result)), sev, c.ID, c.Tool, c.Detail)
 	}
 	tw.Flush()
+	seen := map[string]bool{}
+	for _, c := range rep.Checks {
+		if c.Result == scan.Fail && !seen[c.ID] {
+			if len(seen) == 0 {
+				fmt.Fprintln(w, "\nwhat each failed check tests (MCP 2026-07-28, Multi Round-Trip Requests, server requirements):")
+			}
+			seen[c.ID] = true
+			fmt.Fprintf(w, "  %s: %s\n", c.ID, c.Spec)
+		}
+	}
 	fmt.Fprintf(w, "%s: %d failed, %d passed, %d skipped, %d info; %d requests in %.1fs\n",
 		rep.Target, n[scan.Fail], n[scan.Pass], n[scan.Skip], n[scan.Info], rep.Requests, rep.Elapsed.Seconds())
 }
