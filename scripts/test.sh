@@ -61,6 +61,7 @@ go test ./gateway -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
 go test ./gateway -run '^$' -fuzz '^FuzzValidJSON$' -fuzztime "$FUZZTIME"
 # statescan's reading and rewriting of a server's requestState.
 go test ./scan/internal/stateform -run '^$' -fuzz '^FuzzForm$' -fuzztime "$FUZZTIME"
+go test ./scan/internal/wire -run '^$' -fuzz '^FuzzRead$' -fuzztime "$FUZZTIME"
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)

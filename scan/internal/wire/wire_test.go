@@ -105,3 +105,37 @@ func newClient(t *testing.T, url string) *Client {
 	}
 	return c
 }
+
+// FuzzRead: any answer, JSON or SSE, is read without a panic, and a
+// reply carries at most one of a result, an error and a text.
+func FuzzRead(f *testing.F) {
+	f.Add(true, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"input_required\",\"requestState\":\"S\"}}\n\n"))
+	f.Add(false, []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"invalid"}}`))
+	f.Add(false, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
+	f.Add(true, []byte("data: {\"id\":2}\n\ndata: [1,\ndata: 2]\n\n"))
+	f.Fuzz(func(t *testing.T, sse bool, body []byte) {
+		ct := "application/json"
+		if sse {
+			ct = "text/event-stream"
+		}
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(strings.NewReader(string(body)))}
+		rep, err := read(resp, 1)
+		if err != nil {
+			return
+		}
+		n := 0
+		if rep.Result != nil {
+			n++
+			rep.Result.InputRequired()
+		}
+		if rep.Error != nil {
+			n++
+		}
+		if rep.Text != "" {
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("%q: reply %+v", body, rep)
+		}
+	})
+}
