@@ -31,6 +31,7 @@ var Checks = []Check{
 	{"readable-state", None, "nothing: reads the state as a client can (text, JSON, base64 of either)", specOpaque},
 	{"secret-in-state", Medium, "nothing: looks in the readable state for identifiers, amounts, scores, account and contact data", specOpaque},
 	{"forge-plaintext", High, "the readable state edited (a JSON value changed) and encoded back the way it was", specIntegrity},
+	{"weak-key", High, "when a segment of the state is an HMAC-SHA256 tag under a common key (\"secret\", \"changeme\", ... tried offline): the state forged and tagged again", specIntegrity},
 	{"other-tool", High, "the state sent to the target's MoveTo (same method), with that target's arguments", specRequest},
 	{"other-args", High, "the state sent with one argument's value changed", specRequest},
 	{"other-principal", High, "the state sent with the second principal's credential (OtherHeader)", specPrincipal},

@@ -44,6 +44,8 @@ func Plan(c *Config) ([]string, []Step, error) {
 			s := Step{Tool: t.Name, Check: ch.ID, Sends: ch.Sends, Requests: 2}
 			switch ch.ID {
 			case "baseline":
+			case "weak-key":
+				s.Requests = 2
 			case "readable-state", "secret-in-state", "distinct-errors":
 				s.Requests = 0
 			case "tamper":

@@ -140,6 +140,7 @@ func TestHoles(t *testing.T) {
 		{"sloppy-decoding", []string{"encoding", "replay-single-use"}},
 		{"leak", []string{"secret-in-state"}},
 		{"consent", []string{"no-responses", "declined"}},
+		{"weak-key", []string{"weak-key"}},
 	} {
 		t.Run(tc.hole, func(t *testing.T) {
 			// A state lives 1 s; expired waits 1.5 s (it runs in the

@@ -419,6 +419,13 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 			return Skip, "nothing readable in the state to edit"
 		}
 		vs = stateVariants([]stateform.Variant{f})
+	case "weak-key":
+		forged, what, ok := weakKey(form)
+		if !ok {
+			return Pass, "no HMAC-SHA256 tag under any of " + itoa(len(commonKeys)) + " common keys"
+		}
+		x.hide(forged)
+		vs = []variant{{"the state forged: " + what, func(r *wire.Request) { r.State = forged }}}
 	case "other-tool":
 		if x.t.MoveTo == "" {
 			return Skip, "no second target given (Target.MoveTo, -move-to)"

@@ -24,6 +24,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -57,6 +58,7 @@ var holes = map[string]string{
 	"sloppy-decoding":      "any base64 spelling is accepted, and single use is keyed by the token's text",
 	"leak":                 "signed, not encrypted: the readable state carries the account, a balance and an e-mail",
 	"consent":              "a state that opens completes the call, whatever the answers (none, declined)",
+	"weak-key":             "a JWT-like base64url(JSON).base64url(HMAC) with every binding inside the JSON, checked, but under the key \"secret\"",
 }
 
 type server struct {
@@ -193,10 +195,23 @@ func (s *server) ask(r request, a args) (*mcp.CallToolResult, any, error) {
 	}, nil, nil
 }
 
-// sealed is the sealed plaintext: the payload and its expiry.
+// sealed is the sealed plaintext: the payload and its expiry (and, for
+// weak-key, the binding inside it).
 type sealed struct {
-	P   payload `json:"p"`
-	Exp int64   `json:"exp"` // Unix milliseconds
+	P         payload `json:"p"`
+	Exp       int64   `json:"exp"` // Unix milliseconds
+	Tool      string  `json:"tool,omitempty"`
+	Principal string  `json:"sub,omitempty"`
+	Args      string  `json:"args,omitempty"`
+}
+
+// weakKey is the weak-key hole's HMAC key.
+var weakKey = []byte("secret")
+
+// binding is the weak-key hole's binding, carried in the state.
+func binding(r request) (tool, principal, args string) {
+	d := argsDigest(r.args)
+	return r.tool, r.principal, strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(d[:]))
 }
 
 // aad is the associated data binding a state to its request: each field
@@ -234,11 +249,20 @@ func argsDigest(raw json.RawMessage) [32]byte {
 }
 
 func (s *server) seal(r request, p payload) (string, error) {
-	plain, err := json.Marshal(sealed{P: p, Exp: time.Now().Add(s.ttl).UnixMilli()})
+	st := sealed{P: p, Exp: time.Now().Add(s.ttl).UnixMilli()}
+	if s.hole == "weak-key" {
+		st.Tool, st.Principal, st.Args = binding(r)
+	}
+	plain, err := json.Marshal(st)
 	if err != nil {
 		return "", err
 	}
 	switch s.hole {
+	case "weak-key":
+		body := base64.RawURLEncoding.EncodeToString(plain)
+		m := hmac.New(sha256.New, weakKey)
+		m.Write([]byte(body))
+		return body + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
 	case "plaintext":
 		return string(plain), nil
 	case "hmac-nobind":
@@ -293,6 +317,18 @@ func (s *server) open(r request, state string) (*payload, error) {
 		if plain, err = base64.RawURLEncoding.Strict().DecodeString(body); err != nil {
 			return nil, errInvalid
 		}
+	case "weak-key":
+		body, tag, ok := strings.Cut(state, ".")
+		t, err := base64.RawURLEncoding.Strict().DecodeString(tag)
+		m := hmac.New(sha256.New, weakKey)
+		m.Write([]byte(body))
+		if !ok || err != nil || !hmac.Equal(t, m.Sum(nil)) {
+			return nil, errInvalid
+		}
+		if plain, err = base64.RawURLEncoding.Strict().DecodeString(body); err != nil {
+			return nil, errInvalid
+		}
+		replayKey = string(t)
 	case "leak":
 		body, tag, ok := strings.Cut(state, ".")
 		t, err := s.decode(tag)
@@ -324,6 +360,11 @@ func (s *server) open(r request, state string) (*payload, error) {
 	var st sealed
 	if err := json.Unmarshal(plain, &st); err != nil {
 		return nil, errInvalid
+	}
+	if s.hole == "weak-key" {
+		if tool, principal, args := binding(r); st.Tool != tool || st.Principal != principal || st.Args != args {
+			return nil, errInvalid
+		}
 	}
 	exp := time.UnixMilli(st.Exp)
 	if s.hole != "no-expiry" && s.hole != "hmac-nobind" && s.hole != "plaintext" && time.Now().After(exp) {

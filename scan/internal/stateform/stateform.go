@@ -138,6 +138,10 @@ func (f Form) with(i int, b []byte) string {
 	return g.String()
 }
 
+// Replace returns f with segment i's bytes replaced by b, re-encoded in
+// its own spelling; i must be a base64 segment.
+func (f Form) Replace(i int, b []byte) string { return f.with(i, b) }
+
 // withText returns f with segment i's text replaced.
 func (f Form) withText(i int, t string) string {
 	g := Form{Segs: append([]Segment(nil), f.Segs...)}
