@@ -262,7 +262,8 @@ func TestTypeScript(t *testing.T) {
 	t.Run("sealgate", func(t *testing.T) {
 		up := strings.TrimSuffix(tsServer(t, "off"), "/mcp")
 		gw := testkit.Build(t, "github.com/stateseal/stateseal/cmd/sealgate")
-		url := start(t, "", regexp.MustCompile(`sealgate: proxying" addr=(http://\S+)`), gw,
+		// Its address is logged before its key is ready: wait for both.
+		url := start(t, "", regexp.MustCompile(`(?s)sealgate: proxying" addr=(http://\S+).*keyset loaded; ready`), gw,
 			"-upstream", up, "-audience", "https://statescan.test", "-principal", "header", "-trusted-proxies", "127.0.0.1/32",
 			"-single-use", "pay", "-listen", "127.0.0.1:0", "-admin-listen", "", "-log-format", "text")
 		r := runScan(t, payConfig(url+"/mcp", "X-Forwarded-User", 0))

@@ -40,7 +40,7 @@ func weakKey(f stateform.Form) (forged, what string, ok bool) {
 			of   func(stateform.Form) []byte
 		}{"the decoded segment before it", segment})
 	}
-	for _, k := range commonKeys {
+	for ki, k := range commonKeys {
 		for _, in := range inputs {
 			m := hmac.New(sha256.New, []byte(k))
 			m.Write(in.of(f))
@@ -59,7 +59,7 @@ func weakKey(f stateform.Form) (forged, what string, ok bool) {
 			}
 			m = hmac.New(sha256.New, []byte(k))
 			m.Write(in.of(g))
-			what = "its HMAC-SHA256 tag over " + in.name + " is made with a common key (" + itoa(len(k)) + " bytes, from statescan's list); " + v.What + ", tagged again"
+			what = "its HMAC-SHA256 tag over " + in.name + " is made with a common key (number " + itoa(ki+1) + " of commonKeys in scan/weakkey.go, " + itoa(len(k)) + " bytes); " + v.What + ", tagged again"
 			return g.Replace(last, m.Sum(nil)), what, true
 		}
 	}
