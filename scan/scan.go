@@ -18,8 +18,13 @@
 // times each: point it at staging, and at tools whose effects you can
 // afford. It calls nothing else (no tool discovery), sends nothing
 // anywhere but Config.URL (redirects are refused), and keeps within a
-// request budget and rate per target. Reports name states and
-// credentials only by a short prefix.
+// request budget and rate per target. A report names a state only by its
+// first characters and length, and never quotes a credential's value or
+// a state a server echoes.
+//
+// ExampleRun is a complete scan of an in-process server; Plan is the dry
+// run; cmd/statescan is the command, and docs/SCAN.md describes every
+// check, what it proves and what it cannot see.
 package scan
 
 import (
