@@ -393,39 +393,23 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 	case "distinct-errors":
 		return x.distinct()
 	}
-	// What each check needs before it starts a flow.
+	// What each check needs before it starts a flow. The changes of the
+	// state itself are made below from the fresh flow's own state; the
+	// baseline's only says whether there can be any.
 	var vs []variant
 	switch id {
-	case "tamper":
-		vs = stateVariants(form.Tampered(6))
-		if len(vs) == 0 {
-			return Skip, "the state is empty: nothing to flip"
-		}
-	case "truncate":
-		vs = stateVariants(form.Truncated())
-		if len(vs) == 0 {
-			return Skip, "the state is too short to cut"
-		}
-	case "extend":
-		vs = stateVariants(form.Extended(256 << 10))
-	case "encoding":
-		vs = stateVariants(form.Respelled())
-		if len(vs) == 0 {
-			return Skip, "the state has no other spelling (no base64 segment whose alphabet, padding or spare bits can differ)"
+	case "tamper", "truncate", "extend":
+		if x.state == "" {
+			return Skip, "the state is empty: nothing to change"
 		}
 	case "forge-plaintext":
-		f, ok := form.Forged()
-		if !ok {
+		if _, ok := form.Forged(); !ok {
 			return Skip, "nothing readable in the state to edit"
 		}
-		vs = stateVariants([]stateform.Variant{f})
 	case "weak-key":
-		forged, what, ok := weakKey(form)
-		if !ok {
+		if _, _, ok := weakKey(form); !ok {
 			return Pass, "no HMAC-SHA256 tag under any of " + itoa(len(commonKeys)) + " common keys"
 		}
-		x.hide(forged)
-		vs = []variant{{"the state forged: " + what, func(r *wire.Request) { r.State = forged }}}
 	case "other-tool":
 		if x.t.MoveTo == "" {
 			return Skip, "no second target given (Target.MoveTo, -move-to)"
@@ -472,7 +456,40 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 	if err != nil {
 		return Skip, err.Error()
 	}
+	own := stateform.Parse(l.state)
 	switch id {
+	case "tamper":
+		vs = stateVariants(own.Tampered(6))
+	case "truncate":
+		vs = stateVariants(own.Truncated())
+	case "extend":
+		vs = stateVariants(own.Extended(256 << 10))
+	case "encoding":
+		// About one state in twenty of a fixed length has no other
+		// spelling (no - or _, no padding, no spare bits): try two more.
+		for try := 0; len(own.Respelled()) == 0 && try < 2; try++ {
+			if l, err = x.flow(ctx, x.c.Header); err != nil {
+				return Skip, err.Error()
+			}
+			own = stateform.Parse(l.state)
+		}
+		vs = stateVariants(own.Respelled())
+		if len(vs) == 0 {
+			return Skip, "the state has no other spelling (no base64 segment whose alphabet, padding or spare bits can differ), in three flows"
+		}
+	case "forge-plaintext":
+		f, ok := own.Forged()
+		if !ok {
+			return Skip, "nothing readable in this flow's state to edit"
+		}
+		vs = stateVariants([]stateform.Variant{f})
+	case "weak-key":
+		forged, what, ok := weakKey(own)
+		if !ok {
+			return Skip, "this flow's state has no tag under the common key the baseline's had"
+		}
+		x.hide(forged)
+		vs = []variant{{"the state forged: " + what, func(r *wire.Request) { r.State = forged }}}
 	case "expired":
 		t := time.NewTimer(x.c.ExpiryWait)
 		select {
