@@ -53,7 +53,7 @@ func Plan(c *Config) ([]string, []Step, error) {
 			case "truncate", "extend":
 				s.Requests = 1 + 2
 			case "encoding":
-				s.Requests = 1 + 6
+				s.Requests = 3 + 6 // up to three flows for a state with another spelling
 			case "other-tool":
 				if t.MoveTo == "" {
 					s.Sends, s.Requests = "skip: no -move-to", 0
