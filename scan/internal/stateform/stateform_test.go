@@ -1,0 +1,169 @@
+package stateform
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"math/bits"
+	"strings"
+	"testing"
+)
+
+var spellings = []Encoding{{URL: true}, {URL: true, Padded: true}, {}, {Padded: true}}
+
+// lenient decodes any spelling as a lenient server does.
+func lenient(t string) ([]byte, error) {
+	t = strings.NewReplacer("-", "+", "_", "/").Replace(strings.TrimRight(t, "="))
+	return base64.RawStdEncoding.DecodeString(t)
+}
+
+// TestTamperedIsCanonical: every tampered copy is canonical base64 in the
+// state's own spelling, so a strict server reads it, and differs from
+// the state by exactly one bit of decoded bytes (never a spare bit).
+// (Under 4 characters a segment is a literal: n starts at 3.)
+func TestTamperedIsCanonical(t *testing.T) {
+	for n := 3; n < 40; n++ {
+		b := make([]byte, n)
+		rand.Read(b)
+		for _, e := range spellings {
+			s := e.enc().EncodeToString(b)
+			f := Parse(s)
+			if len(f.Segs) != 1 || f.Segs[0].Enc == nil || f.String() != s {
+				t.Fatalf("%s %q: parsed as %+v", e, s, f)
+			}
+			vs := f.Tampered(6)
+			if len(vs) == 0 {
+				t.Fatalf("%s %q: no tampered copy", e, s)
+			}
+			for _, v := range vs {
+				got, err := f.Segs[0].Enc.enc().Strict().DecodeString(v.State)
+				if err != nil || f.Segs[0].Enc.enc().EncodeToString(got) != v.State {
+					t.Fatalf("%s: tampered %q is not canonical: %v", e, v.State, err)
+				}
+				diff := 0
+				for i := range got {
+					diff += bits.OnesCount8(got[i] ^ b[i])
+				}
+				if diff != 1 || len(got) != n {
+					t.Fatalf("%s: %s: %d bits differ", e, v.What, diff)
+				}
+			}
+		}
+	}
+}
+
+// TestRespelledIsSameBytes: every respelled copy decodes, leniently, to
+// the same bytes, and is not the state's canonical spelling.
+func TestRespelledIsSameBytes(t *testing.T) {
+	for n := 1; n < 40; n++ {
+		b := make([]byte, n)
+		rand.Read(b)
+		for _, e := range spellings {
+			s := e.enc().EncodeToString(b)
+			for _, v := range Parse(s).Respelled() {
+				got, err := lenient(v.State)
+				if err != nil || !bytes.Equal(got, b) {
+					t.Fatalf("%s %q: %s %q decodes to %x, %v", e, s, v.What, v.State, got, err)
+				}
+				if v.State == s {
+					t.Fatalf("%s: %s is the same text", e, v.What)
+				}
+				if d, err := e.enc().Strict().DecodeString(v.State); err == nil && e.enc().EncodeToString(d) == v.State {
+					t.Fatalf("%s: %s %q is canonical", e, v.What, v.State)
+				}
+			}
+		}
+	}
+}
+
+// TestDotted: a token of dot-separated segments (the TypeScript SDK's
+// codec, JWTs) keeps its literal prefix and changes one segment at a time.
+func TestDotted(t *testing.T) {
+	body := base64.RawURLEncoding.EncodeToString([]byte(`{"p":{"step":"confirm"},"exp":1780000000}`))
+	mac := base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{0xfb}, 32))
+	s := "v1." + body + "." + mac
+	f := Parse(s)
+	if len(f.Segs) != 3 || f.Segs[0].Enc != nil || f.Segs[1].Enc == nil || f.Segs[2].Enc == nil || f.String() != s {
+		t.Fatalf("parsed %q as %+v", s, f)
+	}
+	for _, v := range f.Tampered(6) {
+		if !strings.HasPrefix(v.State, "v1.") || strings.Count(v.State, ".") != 2 {
+			t.Errorf("%s: %q", v.What, v.State)
+		}
+	}
+	if got := f.Text(); len(got) != 1 || !strings.Contains(got[0], `"step":"confirm"`) {
+		t.Errorf("text %q", got)
+	}
+	v, ok := f.Forged()
+	if !ok || !strings.HasPrefix(v.State, "v1.") || !strings.HasSuffix(v.State, "."+mac) || v.State == s {
+		t.Fatalf("forged %q, %v", v.State, ok)
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(Parse(v.State).Segs[1].Text)
+	if err != nil || !strings.Contains(string(b), `"exp":1780000001`) {
+		t.Errorf("forged body %s, %v", b, err)
+	}
+}
+
+// TestPlain: plain text is changed character by character, and read.
+func TestPlain(t *testing.T) {
+	for _, s := range []string{`{"step":"confirm","n":1}`, "confirmed"} {
+		f := Parse(s)
+		if f.Decoded() {
+			t.Fatalf("%q decoded", s)
+		}
+		vs := f.Tampered(6)
+		if len(vs) == 0 {
+			t.Fatalf("%q: no tampered copy", s)
+		}
+		for _, v := range vs {
+			if len(v.State) != len(s) || v.State == s {
+				t.Errorf("%q: %s: %q", s, v.What, v.State)
+			}
+		}
+		if got := f.Text(); len(got) != 1 || got[0] != s {
+			t.Errorf("text %q", got)
+		}
+	}
+}
+
+// TestRandomIsOpaque: random bytes show no readable run (the threshold
+// keeps readable-state from reporting noise).
+func TestRandomIsOpaque(t *testing.T) {
+	seen := 0
+	for range 2000 {
+		b := make([]byte, 120)
+		rand.Read(b)
+		if len(Parse(base64.RawURLEncoding.EncodeToString(b)).Text()) > 0 {
+			seen++
+		}
+	}
+	if seen > 2 {
+		t.Errorf("%d of 2000 random states read as text", seen)
+	}
+}
+
+// FuzzForm: any string parses and joins back to itself, and every copy
+// made of it differs from it.
+func FuzzForm(f *testing.F) {
+	for _, s := range []string{"", "confirmed", `{"step":"confirm"}`, "v1.eyJwIjoxfQ.AAAA", "ag1.AAECAwQ=", "a.b.c", "...", "Zm9v", "Zm9=", "Zm9vYg"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := Parse(s)
+		if p.String() != s {
+			t.Fatalf("%q joins back as %q", s, p.String())
+		}
+		vs := append(p.Tampered(6), p.Truncated()...)
+		vs = append(vs, p.Respelled()...)
+		vs = append(vs, p.Extended(3)...)
+		if v, ok := p.Forged(); ok {
+			vs = append(vs, v)
+		}
+		for _, v := range vs {
+			if v.State == s {
+				t.Fatalf("%q: %s: the same state", s, v.What)
+			}
+		}
+		p.Text()
+	})
+}

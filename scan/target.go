@@ -1,0 +1,618 @@
+package scan
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stateseal/stateseal/scan/internal/stateform"
+	"github.com/stateseal/stateseal/scan/internal/wire"
+)
+
+// maxRounds bounds the honest flow: a target still asking after this
+// many rounds has no baseline.
+const maxRounds = 8
+
+var errBudget = errors.New("request budget spent")
+
+// targetScan scans one target.
+type targetScan struct {
+	c        *Config
+	t        *Target
+	method   string
+	client   *wire.Client
+	findings []Finding
+
+	budget   int
+	sent     int
+	answered bool
+	interval time.Duration
+	last     time.Time
+
+	// rounds is the number of requests of the honest flow, the last
+	// being the retry that completes.
+	rounds int
+	// state is the baseline's last state.
+	state    string
+	refusals map[string]string
+	// hidden are the states sent and received and the credentials'
+	// values: a detail never quotes them, even where a server echoes one.
+	hidden map[string]bool
+}
+
+// last is the round whose honest retry completes the flow.
+type lastRound struct {
+	state     string
+	hasState  bool
+	asks      map[string]json.RawMessage
+	responses map[string]json.RawMessage
+}
+
+func newTargetScan(c *Config, t *Target) (*targetScan, error) {
+	client, err := wire.NewClient(c.URL, c.HTTPClient)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	x := &targetScan{c: c, t: t, method: t.Method, client: client, budget: c.Budget, refusals: map[string]string{}, hidden: map[string]bool{}}
+	for _, h := range []http.Header{c.Header, c.OtherHeader} {
+		for _, vs := range h {
+			for _, v := range vs {
+				x.hide(v)
+				if _, tok, ok := strings.Cut(v, " "); ok {
+					x.hide(tok) // the token of "Bearer TOKEN"
+				}
+			}
+		}
+	}
+	if x.method == "" {
+		x.method = ToolsCall
+	}
+	if x.budget == 0 {
+		x.budget = 100
+	}
+	rate := c.Rate
+	if rate == 0 {
+		rate = 50
+	}
+	x.interval = time.Duration(float64(time.Second) / rate)
+	return x, nil
+}
+
+func (x *targetScan) enabled(id string) bool {
+	if len(x.c.Checks) == 0 {
+		return true
+	}
+	for _, c := range x.c.Checks {
+		if c == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (x *targetScan) add(id string, r Result, detail string, requests int) {
+	c := checkByID[id]
+	sev := c.Severity
+	if r != Fail {
+		sev = None
+	}
+	if id == "encoding" && r == Fail && x.t.SingleUse {
+		sev = Medium
+	}
+	x.findings = append(x.findings, Finding{ID: id, Tool: x.t.Name, Result: r, Severity: sev, Detail: x.scrub(detail), Spec: c.Spec, Requests: requests})
+}
+
+// hide keeps s out of every detail.
+func (x *targetScan) hide(s string) {
+	if len(s) >= 4 {
+		x.hidden[s] = true
+	}
+}
+
+// scrub replaces every hidden string in d, the longest first.
+func (x *targetScan) scrub(d string) string {
+	var hs []string
+	for h := range x.hidden {
+		if strings.Contains(d, h) {
+			hs = append(hs, h)
+		}
+	}
+	sort.Slice(hs, func(i, j int) bool { return len(hs[i]) > len(hs[j]) })
+	for _, h := range hs {
+		d = strings.ReplaceAll(d, h, "<hidden>")
+	}
+	return d
+}
+
+// send sends one request within the budget, the rate and the timeout.
+func (x *targetScan) send(ctx context.Context, r *wire.Request) (*wire.Reply, error) {
+	if x.sent >= x.budget {
+		return nil, errBudget
+	}
+	if wait := time.Until(x.last.Add(x.interval)); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	x.last = time.Now()
+	x.sent++
+	timeout := x.c.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if r.HasState {
+		x.hide(r.State)
+	}
+	rep, err := x.client.Do(cctx, r)
+	if err == nil {
+		x.answered = true
+		if rep.Result != nil && rep.Result.RequestState != nil {
+			x.hide(*rep.Result.RequestState)
+		}
+	}
+	return rep, err
+}
+
+// request is the target's request with h's credential.
+func (x *targetScan) request(h http.Header) *wire.Request {
+	return &wire.Request{Method: x.method, Name: x.t.Name, Arguments: x.t.Arguments, Header: h}
+}
+
+// retry is the honest retry of l.
+func (x *targetScan) retry(l *lastRound) *wire.Request {
+	r := x.request(x.c.Header)
+	r.State, r.HasState, r.Responses = l.state, l.hasState, l.responses
+	return r
+}
+
+// outcome classifies a reply: accepted is a completed result. What it
+// quotes of the server's answer is scrubbed before it is clipped.
+func (x *targetScan) outcome(rep *wire.Reply) (accepted bool, desc string) {
+	switch {
+	case rep.Error != nil:
+		return false, fmt.Sprintf("JSON-RPC error %d %q (HTTP %d)", rep.Error.Code, clip(x.scrub(rep.Error.Message), 80), rep.Status)
+	case rep.Result == nil:
+		return false, clip(x.scrub(rep.Text), 160)
+	case rep.Result.InputRequired():
+		return false, "a fresh input_required"
+	case rep.Result.IsError:
+		return false, "an isError result: " + clip(x.scrub(resultText(rep.Result)), 80)
+	}
+	return true, "completed: " + clip(x.scrub(resultText(rep.Result)), 60)
+}
+
+// resultText is the first text content of a result, or its JSON.
+func resultText(r *wire.Result) string {
+	var content []struct{ Type, Text string }
+	if json.Unmarshal(r.Content, &content) == nil {
+		for _, c := range content {
+			if c.Type == "text" {
+				return c.Text
+			}
+		}
+	}
+	return string(r.Raw)
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// redact names a state by its length and first characters only.
+func redact(s string) string {
+	if len(s) <= 8 {
+		return fmt.Sprintf("%d chars", len(s))
+	}
+	return fmt.Sprintf("%q... (%d chars)", s[:6], len(s))
+}
+
+// run runs every check on the target.
+func (x *targetScan) run(ctx context.Context) {
+	reason := x.baseline(ctx)
+	if reason != "" {
+		for _, c := range Checks[1:] {
+			if x.enabled(c.ID) {
+				x.add(c.ID, Skip, "no baseline: "+reason, 0)
+			}
+		}
+		return
+	}
+	for _, c := range Checks[1:] {
+		if !x.enabled(c.ID) {
+			continue
+		}
+		before := x.sent
+		r, detail := x.check(ctx, c.ID)
+		if ctx.Err() != nil {
+			return
+		}
+		x.add(c.ID, r, detail, x.sent-before)
+	}
+}
+
+// baseline drives the honest flow to its end and records its rounds; it
+// returns why it could not.
+func (x *targetScan) baseline(ctx context.Context) string {
+	before := x.sent
+	req := x.request(x.c.Header)
+	hadState := false
+	for round := 1; round <= maxRounds; round++ {
+		rep, err := x.send(ctx, req)
+		if err != nil {
+			return x.noBaseline(fmt.Sprintf("round %d: %v", round, err), before)
+		}
+		if rep.Result != nil && rep.Result.InputRequired() {
+			if round == maxRounds {
+				break
+			}
+			st := rep.Result.RequestState
+			req = x.request(x.c.Header)
+			req.Responses = x.answers(rep.Result.InputRequests)
+			if st != nil {
+				req.State, req.HasState = *st, true
+				hadState = true
+				x.state = *st
+			} else {
+				x.state = ""
+			}
+			continue
+		}
+		ok, desc := x.outcome(rep)
+		if !ok {
+			return x.noBaseline(fmt.Sprintf("round %d refused: %s", round, desc), before)
+		}
+		if round == 1 {
+			return x.noBaseline("the first round completed: the target never asked for input (give arguments that make it ask)", before)
+		}
+		if !req.HasState {
+			if hadState {
+				return x.noBaseline("the last round carried no requestState (only earlier rounds did): nothing to change on the retry that completes", before)
+			}
+			return x.noBaseline("the server sent no requestState: nothing to check", before)
+		}
+		x.rounds = round
+		x.add("baseline", Pass, fmt.Sprintf("%s %s completed in %d rounds; last state %s", x.method, x.t.Name, round, redact(x.state)), x.sent-before)
+		return ""
+	}
+	return x.noBaseline(fmt.Sprintf("still asking for input after %d rounds", maxRounds), before)
+}
+
+func (x *targetScan) noBaseline(reason string, before int) string {
+	x.add("baseline", Skip, reason, x.sent-before)
+	return reason
+}
+
+// flow runs a fresh honest flow as h up to the round whose retry
+// completes it.
+func (x *targetScan) flow(ctx context.Context, h http.Header) (*lastRound, error) {
+	req := x.request(h)
+	var l *lastRound
+	for round := 1; round < x.rounds; round++ {
+		rep, err := x.send(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if rep.Result == nil || !rep.Result.InputRequired() {
+			_, desc := x.outcome(rep)
+			return nil, fmt.Errorf("round %d of a fresh flow did not ask for input as the baseline did: %s", round, desc)
+		}
+		l = &lastRound{asks: rep.Result.InputRequests, responses: x.answers(rep.Result.InputRequests)}
+		if st := rep.Result.RequestState; st != nil {
+			l.state, l.hasState = *st, true
+		}
+		req = x.request(h)
+		req.State, req.HasState, req.Responses = l.state, l.hasState, l.responses
+	}
+	if !l.hasState {
+		return nil, errors.New("a fresh flow's last round carried no requestState")
+	}
+	return l, nil
+}
+
+// A variant is one change to a retry.
+type variant struct {
+	what  string
+	apply func(*wire.Request)
+}
+
+// mutate sends l's retry changed by each variant in turn, until one is
+// accepted. It returns Fail with the accepted variant, or Pass with the
+// refusals.
+func (x *targetScan) mutate(ctx context.Context, id string, l *lastRound, vs []variant) (Result, string) {
+	var refused []string
+	for _, v := range vs {
+		r := x.retry(l)
+		v.apply(r)
+		rep, err := x.send(ctx, r)
+		if err != nil {
+			return Skip, fmt.Sprintf("%s: %v", v.what, err)
+		}
+		ok, desc := x.outcome(rep)
+		if ok {
+			return Fail, fmt.Sprintf("accepted %s: %s", v.what, desc)
+		}
+		if _, seen := x.refusals[id]; !seen && rep.Error != nil {
+			x.refusals[id] = fmt.Sprintf("%d %q", rep.Error.Code, rep.Error.Message)
+		} else if !seen {
+			x.refusals[id] = desc
+		}
+		refused = append(refused, desc)
+	}
+	return Pass, fmt.Sprintf("refused all %d (%s)", len(vs), summarize(refused))
+}
+
+// summarize lists distinct refusals.
+func summarize(ds []string) string {
+	seen := map[string]int{}
+	var order []string
+	for _, d := range ds {
+		if seen[d] == 0 {
+			order = append(order, d)
+		}
+		seen[d]++
+	}
+	for i, d := range order {
+		if n := seen[d]; n > 1 {
+			order[i] = fmt.Sprintf("%s x%d", d, n)
+		}
+	}
+	return strings.Join(order, "; ")
+}
+
+func stateVariants(vs []stateform.Variant) []variant {
+	out := make([]variant, len(vs))
+	for i, v := range vs {
+		out[i] = variant{"the state with " + v.What, func(r *wire.Request) { r.State = v.State }}
+	}
+	return out
+}
+
+// check runs one check after the baseline.
+func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
+	form := stateform.Parse(x.state)
+	switch id {
+	case "readable-state":
+		return readable(form)
+	case "secret-in-state":
+		return secrets(form)
+	case "distinct-errors":
+		return x.distinct()
+	}
+	// What each check needs before it starts a flow. The changes of the
+	// state itself are made below from the fresh flow's own state; the
+	// baseline's only says whether there can be any.
+	var vs []variant
+	switch id {
+	case "tamper", "truncate", "extend":
+		if x.state == "" {
+			return Skip, "the state is empty: nothing to change"
+		}
+	case "forge-plaintext":
+		if _, ok := form.Forged(); !ok {
+			return Skip, "nothing readable in the state to edit"
+		}
+	case "weak-key":
+		if _, _, ok := weakKey(form); !ok {
+			return Pass, "no HMAC-SHA256 tag under any of " + itoa(len(commonKeys)) + " common keys"
+		}
+	case "other-tool":
+		if x.t.MoveTo == "" {
+			return Skip, "no second target given (Target.MoveTo, -move-to)"
+		}
+		args := x.t.MoveArguments
+		if args == nil {
+			args = x.t.Arguments
+		}
+		vs = []variant{{"the state sent to " + x.t.MoveTo, func(r *wire.Request) { r.Name, r.Arguments = x.t.MoveTo, args }}}
+	case "other-args":
+		changed, what, ok := changeArgs(x.t.Arguments)
+		if !ok {
+			return Skip, "the target has no argument to change (give it arguments)"
+		}
+		vs = []variant{{"the state with " + what, func(r *wire.Request) { r.Arguments = changed }}}
+	case "other-principal":
+		if len(x.c.OtherHeader) == 0 {
+			return Skip, "no second principal given (Config.OtherHeader, -other-header)"
+		}
+		// The second principal's own flow must complete, so that a
+		// refusal is the binding's and not a bad credential's.
+		if why := x.completes(ctx, x.c.OtherHeader); why != "" {
+			return Skip, "the second principal's own flow did not complete: " + why
+		}
+		vs = []variant{{"the state sent with the second principal's credential", func(r *wire.Request) { r.Header = x.c.OtherHeader }}}
+	case "no-credential":
+		if len(x.c.Header) == 0 {
+			return Skip, "no credential given (Config.Header, -H): every request is already anonymous"
+		}
+		vs = []variant{{"the state sent without the credential", func(r *wire.Request) { r.Header = nil }}}
+	case "expired":
+		if x.c.ExpiryWait == 0 {
+			return Skip, "no expiry wait given (Config.ExpiryWait, -expiry-wait)"
+		}
+	case "replay-single-use":
+		if !x.t.SingleUse {
+			return Skip, "not declared single use (Target.SingleUse, -single-use)"
+		}
+	case "no-responses":
+		vs = []variant{{"the state sent without inputResponses", func(r *wire.Request) { r.Responses = nil }}}
+	case "declined":
+	}
+	l, err := x.flow(ctx, x.c.Header)
+	if err != nil {
+		return Skip, err.Error()
+	}
+	own := stateform.Parse(l.state)
+	switch id {
+	case "tamper":
+		vs = stateVariants(own.Tampered(6))
+	case "truncate":
+		vs = stateVariants(own.Truncated())
+	case "extend":
+		vs = stateVariants(own.Extended(256 << 10))
+	case "encoding":
+		// About one state in twenty of a fixed length has no other
+		// spelling (no - or _, no padding, no spare bits): try two more.
+		for try := 0; len(own.Respelled()) == 0 && try < 2; try++ {
+			if l, err = x.flow(ctx, x.c.Header); err != nil {
+				return Skip, err.Error()
+			}
+			own = stateform.Parse(l.state)
+		}
+		vs = stateVariants(own.Respelled())
+		if len(vs) == 0 {
+			return Skip, "the state has no other spelling (no base64 segment whose alphabet, padding or spare bits can differ), in three flows"
+		}
+	case "forge-plaintext":
+		f, ok := own.Forged()
+		if !ok {
+			return Skip, "nothing readable in this flow's state to edit"
+		}
+		vs = stateVariants([]stateform.Variant{f})
+	case "weak-key":
+		forged, what, ok := weakKey(own)
+		if !ok {
+			return Skip, "this flow's state has no tag under the common key the baseline's had"
+		}
+		x.hide(forged)
+		vs = []variant{{"the state forged: " + what, func(r *wire.Request) { r.State = forged }}}
+	case "expired":
+		t := time.NewTimer(x.c.ExpiryWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Skip, ctx.Err().Error()
+		case <-t.C:
+		}
+		vs = []variant{{fmt.Sprintf("the state after %s", x.c.ExpiryWait), func(*wire.Request) {}}}
+	case "replay-single-use":
+		return x.replay(ctx, l)
+	case "no-responses":
+		if len(l.asks) == 0 {
+			return Skip, "the last round asked nothing (inputRequests empty): no answer to leave out"
+		}
+	case "declined":
+		declined, n := decline(l)
+		if n == 0 {
+			return Skip, "the last round asked no elicitation to decline"
+		}
+		vs = []variant{{fmt.Sprintf("the state with %d elicitation(s) declined", n), func(r *wire.Request) { r.Responses = declined }}}
+	}
+	return x.mutate(ctx, id, l, vs)
+}
+
+// completes runs a whole honest flow as h and says why it did not
+// complete.
+func (x *targetScan) completes(ctx context.Context, h http.Header) string {
+	l, err := x.flow(ctx, h)
+	if err != nil {
+		return err.Error()
+	}
+	r := x.retry(l)
+	r.Header = h
+	rep, err := x.send(ctx, r)
+	if err != nil {
+		return err.Error()
+	}
+	if ok, desc := x.outcome(rep); !ok {
+		return desc
+	}
+	return ""
+}
+
+// replay completes l honestly, then sends the same retry again, as is
+// and respelled.
+func (x *targetScan) replay(ctx context.Context, l *lastRound) (Result, string) {
+	rep, err := x.send(ctx, x.retry(l))
+	if err != nil {
+		return Skip, err.Error()
+	}
+	if ok, desc := x.outcome(rep); !ok {
+		return Skip, "the honest retry did not complete: " + desc
+	}
+	vs := []variant{{"the used state again", func(*wire.Request) {}}}
+	for _, v := range stateform.Parse(l.state).Respelled() {
+		vs = append(vs, variant{"the used state respelled (" + v.What + ")", func(r *wire.Request) { r.State = v.State }})
+	}
+	return x.mutate(ctx, "replay-single-use", l, vs)
+}
+
+// distinct compares the refusals of the checks that change what the
+// state is checked against: a server whose refusals differ tells an
+// attacker which check a forgery failed.
+func (x *targetScan) distinct() (Result, string) {
+	var ids []string
+	for id := range x.refusals {
+		switch id {
+		case "tamper", "truncate", "extend", "forge-plaintext", "other-tool", "other-args", "other-principal":
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) < 2 {
+		return Skip, "fewer than two checks were refused"
+	}
+	kinds := map[string][]string{}
+	for _, id := range ids {
+		kinds[x.refusals[id]] = append(kinds[x.refusals[id]], id)
+	}
+	if len(kinds) == 1 {
+		return Pass, fmt.Sprintf("one refusal for %s: %s", strings.Join(ids, ", "), clip(x.refusals[ids[0]], 100))
+	}
+	var parts []string
+	for k, v := range kinds {
+		parts = append(parts, strings.Join(v, ",")+" -> "+clip(k, 80))
+	}
+	sort.Strings(parts)
+	return Info, "refusals differ: " + strings.Join(parts, "; ")
+}
+
+// changeArgs changes the value of the first argument (in sorted order).
+func changeArgs(args json.RawMessage) (json.RawMessage, string, bool) {
+	var m map[string]any
+	d := json.NewDecoder(strings.NewReader(string(args)))
+	d.UseNumber()
+	if args == nil || d.Decode(&m) != nil || len(m) == 0 {
+		return nil, "", false
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	k := keys[0]
+	switch v := m[k].(type) {
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			m[k] = n + 1
+		} else {
+			f, _ := v.Float64()
+			m[k] = f + 1
+		}
+	case string:
+		m[k] = v + "x"
+	case bool:
+		m[k] = !v
+	default:
+		m[k] = "statescan"
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, "", false
+	}
+	return b, fmt.Sprintf("argument %q changed", k), true
+}
