@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateseal/stateseal/internal/rpctest"
+	"github.com/stateseal/stateseal/gateway/gatewaytest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
@@ -65,24 +65,24 @@ func newFixture(t *testing.T, reply func(http.ResponseWriter, *http.Request, map
 }
 
 // The shared test ends of JSON-RPC over HTTP, by the names these tests use.
-type upstream = rpctest.Upstream
+type upstream = gatewaytest.Upstream
 
 var (
-	stateReply     = rpctest.StateReply
-	stateResult    = rpctest.StateResult
-	result         = rpctest.Result
-	writeJSONValue = rpctest.WriteJSON
-	sseData        = rpctest.SSEData
-	rpcCall        = rpctest.Call
-	resultOf       = rpctest.ResultOf
-	refused        = rpctest.Refused
+	stateReply     = gatewaytest.StateReply
+	stateResult    = gatewaytest.StateResult
+	result         = gatewaytest.Result
+	writeJSONValue = gatewaytest.WriteJSON
+	sseData        = gatewaytest.SSEData
+	rpcCall        = gatewaytest.Call
+	resultOf       = gatewaytest.ResultOf
+	refused        = gatewaytest.Refused
 )
 
 // post sends one JSON-RPC message and returns the status and the decoded
 // reply (the last message of an SSE stream).
 func (f *fixture) post(msg any, hdr map[string]string) (int, map[string]any) {
 	f.t.Helper()
-	return rpctest.Post(f.t, f.hc, f.url, msg, hdr)
+	return gatewaytest.Post(f.t, f.hc, f.url, msg, hdr)
 }
 
 var v2026 = map[string]string{headerVersion: version2026}

@@ -13,7 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/stateseal/stateseal/internal/metricstest"
+	"github.com/stateseal/stateseal/otelmetrics/metricstest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stateseal/stateseal/internal/metricstest"
+	"github.com/stateseal/stateseal/otelmetrics/metricstest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateseal/stateseal/internal/faulttest"
+	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/stores"
 )

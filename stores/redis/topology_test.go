@@ -8,7 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/stateseal/stateseal/internal/faulttest"
+	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/stores"

@@ -8,7 +8,7 @@ import (
 
 	_ "github.com/stateseal/stateseal/backends/vault"
 
-	"github.com/stateseal/stateseal/internal/faulttest"
+	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 	"github.com/stateseal/stateseal/internal/testservers"
 )
 

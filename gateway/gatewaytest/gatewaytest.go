@@ -1,9 +1,9 @@
-// Package rpctest holds the two ends of JSON-RPC over HTTP that this
+// Package gatewaytest holds the two ends of JSON-RPC over HTTP that this
 // module's tests of the gateway share: Upstream, a fake MCP server that
 // records what reaches it, and Post, a client that sends one message and
 // decodes the reply, from a JSON body or the last event of an SSE stream.
 // Call builds a request, Refused checks the middleware's refusal.
-package rpctest
+package gatewaytest
 
 import (
 	"bytes"

@@ -1,0 +1,12 @@
+// Package internal holds, in its subpackages, only code that every layer
+// of this module builds on: the wire format (envelope, keysetjson,
+// canonjson), small helpers the plug-ins share (schemes, redact,
+// localkek, loopback, vaultclient, keymaterial), and what every test
+// shares (testkit, testservers). Nothing here imports a package of a
+// layer above it (seal, keyset, stores, replay, rotation, mrtr, gateway,
+// ...): a harness that drives those lives beside them
+// (stores/storetest/faulttest, otelmetrics/metricstest,
+// gateway/gatewaytest). The two exceptions are tests only: integration
+// and clients run the module's layers and binaries together, and import
+// nothing into them.
+package internal
