@@ -68,7 +68,10 @@ wait_for() {
 	return 1
 }
 
-# start_upstream KIND: starts the server and prints its MCP URL.
+# start_upstream KIND: starts the server and sets URL to its MCP URL. It
+# runs in this shell, never inside $(...): a server started in a
+# subshell would have its pid appended there, out of cleanup's sight,
+# and outlive the script.
 start_upstream() {
 	local log="$work/$1.log"
 	case $1 in
@@ -76,19 +79,21 @@ start_upstream() {
 	sdk-plain) "$work/mcpserver" -no-seal -addr 127.0.0.1:0 >"$log" 2>&1 & ;;
 	ts) node "$here/ts-server/server.ts" --port 0 >"$log" 2>&1 & ;;
 	esac
-	pids+=($!)
-	wait_for "$log" $! 's|.*MCP server at \(http://[^ ]*\).*|\1|p'
+	local pid=$!
+	pids+=("$pid")
+	URL=$(wait_for "$log" "$pid" 's|.*MCP server at \(http://[^ ]*\).*|\1|p')
 }
 
-# start_gateway UPSTREAM_URL: starts sealgate in front of it and prints its MCP URL.
+# start_gateway UPSTREAM_URL: starts sealgate in front of it and sets URL
+# to its MCP URL.
 start_gateway() {
 	local base=${1%/mcp} log="$work/sealgate.log"
 	"$work/sealgate" -upstream "$base" -audience https://conformance.stateseal.test -principal anonymous \
 		-keyset "$work/keyset.json" -listen 127.0.0.1:0 -admin-listen 127.0.0.1:0 -log-format text >"$log" 2>&1 &
-	pids+=($!)
 	local pid=$!
+	pids+=("$pid")
 	wait_for "$log" "$pid" '/keyset loaded; ready/p' >/dev/null
-	echo "$(wait_for "$log" "$pid" 's|.*msg="sealgate: proxying" addr=\(http://[^ ]*\).*|\1|p')/mcp"
+	URL="$(wait_for "$log" "$pid" 's|.*msg="sealgate: proxying" addr=\(http://[^ ]*\).*|\1|p')/mcp"
 }
 
 scenarios="basic-elicitation basic-sampling basic-list-roots request-state multiple-input-requests
@@ -98,12 +103,13 @@ ignore-extra-params unsupported-methods validate-input"
 status=0
 for target in $targets; do
 	case $target in
-	sdk) url=$(start_upstream sdk); expected= ;;
-	sdk-gateway) url=$(start_gateway "$(start_upstream sdk-plain)"); expected= ;;
-	ts) url=$(start_upstream ts); expected=$TS_EXPECTED_FAILURES ;;
-	ts-gateway) url=$(start_gateway "$(start_upstream ts)"); expected= ;;
+	sdk) start_upstream sdk; expected= ;;
+	sdk-gateway) start_upstream sdk-plain; start_gateway "$URL"; expected= ;;
+	ts) start_upstream ts; expected=$TS_EXPECTED_FAILURES ;;
+	ts-gateway) start_upstream ts; start_gateway "$URL"; expected= ;;
 	*) echo "conformance: unknown target $target" >&2; exit 2 ;;
 	esac
+	url=$URL
 	echo "conformance: $target: suite $(node -p 'require("@modelcontextprotocol/conformance/package.json").version') on Node.js $(node --version) against $url"
 	table="| scenario | checks passed | result |\n|---|---|---|\n"
 	passed=0 failed=0 unexpected=0

