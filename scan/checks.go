@@ -33,7 +33,7 @@ var Checks = []Check{
 	{"forge-plaintext", High, "the readable state edited (a JSON value changed) and encoded back the way it was", specIntegrity},
 	{"weak-key", High, "when a segment of the state is an HMAC-SHA256 tag under a common key (\"secret\", \"changeme\", ... tried offline): the state forged and tagged again", specIntegrity},
 	{"other-tool", High, "the state sent to the target's MoveTo (same method), with that target's arguments", specRequest},
-	{"other-args", High, "the state sent with one argument's value changed", specRequest},
+	{"other-args", High, "the state sent with one argument's value changed, each top-level argument in turn (sorted by name, at most 8), stopping at the first accepted", specRequest},
 	{"other-principal", High, "the state sent with the second principal's credential (OtherHeader)", specPrincipal},
 	{"no-credential", High, "the state sent without the credential (Header left out)", specPrincipal},
 	{"expired", Medium, "the state sent after ExpiryWait", specExpiry},

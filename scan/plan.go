@@ -61,10 +61,16 @@ func Plan(c *Config) ([]string, []Step, error) {
 					s.Sends = "the state sent to " + t.MoveTo + " (executes " + t.MoveTo + ")"
 				}
 			case "other-args":
-				if _, what, ok := changeArgs(t.Arguments); !ok {
+				changes := changeArgs(t.Arguments)
+				if len(changes) == 0 {
 					s.Sends, s.Requests = "skip: no arguments", 0
 				} else {
-					s.Sends = "the state sent with " + what
+					var whats []string
+					for _, c := range changes {
+						whats = append(whats, c.what)
+					}
+					s.Sends = "the state sent with " + strings.Join(whats, ", then ")
+					s.Requests = 1 + len(changes)
 				}
 			case "other-principal":
 				if len(c.OtherHeader) == 0 {

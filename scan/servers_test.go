@@ -134,6 +134,8 @@ func TestHoles(t *testing.T) {
 		{"hmac-nobind", []string{"other-tool", "other-args", "other-principal", "no-credential", "replay-single-use"}},
 		{"no-tool-binding", []string{"other-tool"}},
 		{"no-args-binding", []string{"other-args"}},
+		// account (bound) is changed first and refused; amount is not.
+		{"partial-args-binding", []string{"other-args"}},
 		{"no-principal-binding", []string{"other-principal", "no-credential"}},
 		{"no-expiry", nil},
 		{"no-single-use", []string{"replay-single-use"}},

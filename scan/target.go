@@ -353,6 +353,15 @@ func (x *targetScan) mutate(ctx context.Context, id string, l *lastRound, vs []v
 		}
 		refused = append(refused, desc)
 	}
+	if id == "other-args" {
+		// Name what was tried: a server that binds some arguments only
+		// passes for those (a digest of them all is the fix).
+		var names []string
+		for _, v := range vs {
+			names = append(names, strings.TrimPrefix(v.what, "the state with "))
+		}
+		return Pass, fmt.Sprintf("refused all %d: %s (%s)", len(vs), strings.Join(names, ", "), summarize(refused))
+	}
 	return Pass, fmt.Sprintf("refused all %d (%s)", len(vs), summarize(refused))
 }
 
@@ -420,11 +429,13 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		}
 		vs = []variant{{"the state sent to " + x.t.MoveTo, func(r *wire.Request) { r.Name, r.Arguments = x.t.MoveTo, args }}}
 	case "other-args":
-		changed, what, ok := changeArgs(x.t.Arguments)
-		if !ok {
+		changes := changeArgs(x.t.Arguments)
+		if len(changes) == 0 {
 			return Skip, "the target has no argument to change (give it arguments)"
 		}
-		vs = []variant{{"the state with " + what, func(r *wire.Request) { r.Arguments = changed }}}
+		for _, c := range changes {
+			vs = append(vs, variant{"the state with " + c.what, func(r *wire.Request) { r.Arguments = c.args }})
+		}
 	case "other-principal":
 		if len(x.c.OtherHeader) == 0 {
 			return Skip, "no second principal given (Config.OtherHeader, -other-header)"
@@ -581,38 +592,54 @@ func (x *targetScan) distinct() (Result, string) {
 	return Info, "refusals differ: " + strings.Join(parts, "; ")
 }
 
-// changeArgs changes the value of the first argument (in sorted order).
-func changeArgs(args json.RawMessage) (json.RawMessage, string, bool) {
+// maxArgChanges bounds the arguments other-args changes, one retry each.
+const maxArgChanges = 8
+
+// An argChange is the target's arguments with one value changed.
+type argChange struct {
+	args json.RawMessage
+	what string
+}
+
+// changeArgs changes each top-level argument's value in turn, in sorted
+// order, at most maxArgChanges of them: a server that binds some of its
+// arguments and not the others is found by the one it leaves out.
+func changeArgs(args json.RawMessage) []argChange {
 	var m map[string]any
 	d := json.NewDecoder(strings.NewReader(string(args)))
 	d.UseNumber()
 	if args == nil || d.Decode(&m) != nil || len(m) == 0 {
-		return nil, "", false
+		return nil
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	k := keys[0]
-	switch v := m[k].(type) {
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			m[k] = n + 1
-		} else {
-			f, _ := v.Float64()
-			m[k] = f + 1
+	var out []argChange
+	for _, k := range keys[:min(len(keys), maxArgChanges)] {
+		old := m[k]
+		switch v := old.(type) {
+		case json.Number:
+			if n, err := v.Int64(); err == nil {
+				m[k] = n + 1
+			} else {
+				f, _ := v.Float64()
+				m[k] = f + 1
+			}
+		case string:
+			m[k] = v + "x"
+		case bool:
+			m[k] = !v
+		default:
+			m[k] = "statescan"
 		}
-	case string:
-		m[k] = v + "x"
-	case bool:
-		m[k] = !v
-	default:
-		m[k] = "statescan"
+		b, err := json.Marshal(m)
+		m[k] = old
+		if err != nil {
+			continue
+		}
+		out = append(out, argChange{b, fmt.Sprintf("argument %q changed", k)})
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, "", false
-	}
-	return b, fmt.Sprintf("argument %q changed", k), true
+	return out
 }

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var (
 		tools, prompts, resources, headers, others, singles, answers list
-		url                                                          = fs.String("url", "", "the server's Streamable HTTP endpoint, http(s)://host/path (or the first argument)")
+		url                                                          = fs.String("url", "", "the server's Streamable HTTP endpoint, http(s)://host/path (or an argument after every flag)")
 		moveTo                                                       = fs.String("move-to", "", "a second tool (or prompt) to move states to, NAME or NAME={json arguments}: other-tool")
 		expiry                                                       = fs.Duration("expiry-wait", 0, "wait this long before the expired check's retry: longer than the server's state lifetime (0: skip expired)")
 		checks                                                       = fs.String("checks", "", "comma-separated check ids to run (default: all)")

@@ -52,6 +52,7 @@ var holes = map[string]string{
 	"hmac-nobind":          "base64url(JSON).base64url(HMAC(JSON)): integrity only, bound to nothing, no expiry",
 	"no-tool-binding":      "the tool is left out of the associated data",
 	"no-args-binding":      "the arguments' digest is left out of the associated data",
+	"partial-args-binding": "only the first argument by name is bound (a digest of it alone): the others move freely",
 	"no-principal-binding": "the principal is left out of the associated data",
 	"no-expiry":            "the expiry is sealed but never checked",
 	"no-single-use":        "single-use tools are not guarded",
@@ -229,11 +230,32 @@ func (s *server) aad(r request) []byte {
 	if s.hole != "no-principal-binding" {
 		field([]byte(r.principal))
 	}
-	if s.hole != "no-args-binding" {
+	switch s.hole {
+	case "no-args-binding":
+	case "partial-args-binding":
+		d := firstArgDigest(r.args)
+		field(d[:])
+	default:
 		d := argsDigest(r.args)
 		field(d[:])
 	}
 	return b
+}
+
+// firstArgDigest is the partial-args-binding hole's digest: of the first
+// argument by name, alone.
+func firstArgDigest(raw json.RawMessage) [32]byte {
+	var m map[string]json.RawMessage
+	json.Unmarshal(raw, &m)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return argsDigest(nil)
+	}
+	return argsDigest(json.RawMessage(`{"` + keys[0] + `":` + string(m[keys[0]]) + `}`))
 }
 
 // argsDigest is SHA-256 of the arguments re-encoded with sorted keys.
