@@ -58,7 +58,9 @@ func (s *shared) release() error {
 	clients.Lock()
 	s.refs--
 	last := s.refs == 0
-	if last {
+	if last && clients.m[s.id] == s {
+		// Only this client's entry: a release too many must not drop
+		// the client another store has made since.
 		delete(clients.m, s.id)
 	}
 	clients.Unlock()
