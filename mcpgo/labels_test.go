@@ -13,11 +13,11 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/stateseal/stateseal/otelmetrics/metricstest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"
 	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/otelmetrics/metricstest"
 	"github.com/stateseal/stateseal/seal"
 )
 

@@ -10,11 +10,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stateseal/stateseal/otelmetrics/metricstest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/otelmetrics/metricstest"
 	"github.com/stateseal/stateseal/seal"
 )
 

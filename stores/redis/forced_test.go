@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/stores"
+	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 )
 
 // TestClusterForcedFailover: CLUSTER FAILOVER FORCE and TAKEOVER of the

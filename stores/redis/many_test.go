@@ -21,13 +21,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stateseal/stateseal/backends/kektest"
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
 	"github.com/stateseal/stateseal/stores/redis"
+	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 )
 
 // TestManyLoaders measures loaders following one keyset on one Redis:

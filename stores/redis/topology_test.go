@@ -8,11 +8,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
 	"github.com/stateseal/stateseal/stores"
 	"github.com/stateseal/stateseal/stores/redis"
+	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 )
 
 // The fault tests use the URLs a user would write: no timeout, retry or

@@ -8,8 +8,8 @@ import (
 
 	_ "github.com/stateseal/stateseal/backends/vault"
 
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 )
 
 // TestVaultRaftFaults: a three-node Vault cluster on integrated storage
