@@ -175,6 +175,9 @@ type exchange struct {
 	r        *http.Request
 	w        *watched    // for the idle timeout
 	out      flushWriter // the client's ResponseWriter
+	// written: the transport began writing the single-use request (a
+	// header field into its buffer), so the upstream may have it.
+	written atomic.Bool
 }
 
 // A call is one JSON-RPC request sent upstream.
@@ -182,7 +185,10 @@ type call struct {
 	id       jsontext.Value
 	req      mrtr.Request // Method is empty for a call that carries no state
 	mc       *mrtr.Call   // made on first use: the principal is looked up then
-	answered bool
+	answered bool         // the client has its answer, the upstream's or an error of the gateway's
+	// upstreamAnswered: the answer is the upstream's, so the call ran;
+	// without it a single-use state is in doubt (settle).
+	upstreamAnswered bool
 }
 
 func (c *call) stateful() bool { return c.req.Method != "" }
@@ -265,13 +271,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // silent mid-answer, the client or a shutdown cut it, the answer was
 // refused unread), may or may not have run, and its retry is told so
 // (reason "undetermined") rather than "replayed". A state taken back
-// (no upstream accepted the connection) is no longer Used.
+// (no upstream accepted the connection) is no longer Used; one whose
+// request the transport never began to write is taken back here.
 func (ex *exchange) settle() {
 	c := ex.single
-	if c == nil || c.mc == nil || !c.mc.Used() || c.answered {
+	if c == nil || c.mc == nil || !c.mc.Used() || c.upstreamAnswered {
 		return
 	}
-	c.mc.Doubt(context.WithoutCancel(ex.r.Context()))
+	ctx := context.WithoutCancel(ex.r.Context())
+	if !ex.written.Load() {
+		// Not a byte of it left the gateway: usable again.
+		c.mc.Release(ctx)
+		return
+	}
+	c.mc.Doubt(ctx)
 }
 
 // progress says something arrived from upstream, for the idle timeout.
@@ -426,9 +439,9 @@ func (ex *exchange) resolve() {
 	if c == nil {
 		return
 	}
-	answered := ex.single.answered
+	answered, upstreamAnswered := ex.single.answered, ex.single.upstreamAnswered
 	*ex.single = *c
-	ex.single.answered = answered
+	ex.single.answered, ex.single.upstreamAnswered = answered, upstreamAnswered
 	ex.calls[idKey(c.id)] = ex.single
 }
 
@@ -527,19 +540,21 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 		return out, nil
 	}
 	changed := false
+	out := make([][]byte, len(msgs))
 	for i, raw := range msgs {
-		out, err := ex.rewriteMessage(raw, validValue(raw)) // inside the valid body
+		m, err := ex.rewriteMessage(raw, raw) // inside the valid body
 		if err != nil {
 			return nil, err
 		}
-		if out != nil {
-			msgs[i], changed = out, true
+		out[i] = raw
+		if m != nil {
+			out[i], changed = m, true
 		}
 	}
 	if !changed {
 		return body, nil
 	}
-	return joinBatch(msgs)
+	return joinArray(out), nil
 }
 
 // rewriteMessage seals the state of one message from upstream if it is a
@@ -549,9 +564,11 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error) {
 	if ex.single != nil && !hasState(raw) {
 		// The common case: the one call's response, without state,
-		// marked answered without being parsed.
-		if !ex.single.answered && mayAnswer(raw) {
-			ex.single.answered = true
+		// passed unchanged; marked answered if it is the call's
+		// (another id answers nothing: the call still gets its error
+		// if the stream breaks, and its state's use is in doubt).
+		if !ex.single.answered && mayAnswer(raw) && ex.answersSingle(raw, valid) {
+			ex.single.answered, ex.single.upstreamAnswered = true, true
 		}
 		return nil, nil
 	}
@@ -563,7 +580,7 @@ func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error)
 	var c *call
 	if u.answers {
 		if c = ex.calls[idKey(u.id)]; c != nil {
-			c.answered = true
+			c.answered, c.upstreamAnswered = true, true
 		}
 	}
 	if u.stray {
@@ -608,6 +625,30 @@ func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error)
 	return out, nil
 }
 
+// answersSingle reports whether raw, a message from upstream without a
+// state, is a response to the exchange's one call: its id read, not
+// guessed from the bytes. valid is raw as validated, or nil.
+func (ex *exchange) answersSingle(raw []byte, valid validValue) bool {
+	ex.resolve() // the call's id, if the request was left unread
+	if ex.single.id == nil {
+		return false
+	}
+	if valid == nil {
+		var err error
+		if valid, err = validated(raw); err != nil {
+			return false
+		}
+	}
+	m, err := splitObject(valid)
+	if err != nil {
+		return false
+	}
+	id, ok := m.get("id")
+	_, isResult := m.get("result")
+	_, isError := m.get("error")
+	return ok && (isResult || isError) && idKey(id) == idKey(ex.single.id)
+}
+
 func methodOf(c *call) string {
 	if c == nil {
 		return "unknown id"
@@ -638,12 +679,7 @@ func readBounded(r io.Reader, max int64) ([]byte, error) {
 	return b, err
 }
 
-// readBoundedIdle is readBounded that restarts the exchange's idle timer
-// as data arrives.
-func readBoundedIdle(r io.Reader, max int64, ex *exchange) ([]byte, error) {
-	return readBounded(progressReader{r, ex}, max)
-}
-
+// progressReader restarts the exchange's idle timer as data arrives.
 type progressReader struct {
 	r  io.Reader
 	ex *exchange

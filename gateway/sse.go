@@ -100,6 +100,9 @@ func (s *sseReader) appendEvent(line []byte) bool {
 	need := len(s.ev) + len(line)
 	if need > cap(s.ev) {
 		size := max(2*cap(s.ev), need)
+		if m := int(s.g.MaxEventBytes); m > 0 {
+			size = min(size, max(m, need)) // never past the event bound, which need is within
+		}
 		if !s.charge(size - cap(s.ev)) {
 			return false
 		}
@@ -311,7 +314,8 @@ func (s *sseReader) fail(err error) {
 	case errors.Is(err, errEventTooLarge):
 		msg = "upstream SSE event too large"
 	case errors.Is(err, errResponseBudget):
-		msg = errResponseBudget.Error() + "; try again"
+		// Not "try again": the upstream may have acted on the call.
+		msg = "upstream response dropped: " + errResponseBudget.Error()
 	case ex.w != nil && ex.w.timedOut.Load():
 		msg = "upstream timed out"
 	}

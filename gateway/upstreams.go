@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -144,6 +145,11 @@ func (g *Gateway) roundTrip(ex *exchange, req *http.Request) (*http.Response, er
 		// fails after the write: no proof the request was not acted on,
 		// and the state would burn. A refused dial is that proof.
 		transport = g.fresh
+		// So is a request cut (its client gone, a shutdown) before the
+		// transport wrote a byte of it: settle gives its state back.
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteHeaderField: func(string, []string) { ex.written.Store(true) },
+		}))
 	}
 	tried := make([]bool, len(g.Upstreams))
 	for {
