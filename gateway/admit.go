@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // The HTTP framing the gateway reads, and what it refuses. A request or
@@ -197,10 +198,13 @@ func identity(h http.Header) error {
 }
 
 // jsonLike reports whether some client may read a body of media type mt
-// as JSON: the gateway reads application/json itself and refuses the
-// rest (text/json, application/json-seq, application/vnd.x+json, ...).
+// as JSON or as an SSE stream: the gateway reads application/json and
+// text/event-stream itself and refuses the rest (text/json,
+// application/json-seq, application/vnd.x+json, text/event-streamx: the
+// MCP Python SDK tests startswith("text/event-stream"), httpx-sse
+// "in").
 func jsonLike(mt string) bool {
-	return strings.Contains(mt, "json")
+	return strings.Contains(mt, "json") || strings.Contains(mt, "event-stream")
 }
 
 // What the gateway does with a response, by its framing.
@@ -248,23 +252,57 @@ func admitResponse(resp *http.Response) (responseKind, string, error) {
 	case mt == "application/json":
 		return respJSON, "application/json", nil
 	case jsonLike(mt):
-		return 0, "", fmt.Errorf("%w: Content-Type %q, which a client may read as JSON", errUpstreamFraming, ct[0])
+		return 0, "", fmt.Errorf("%w: Content-Type %q, which a client may read as JSON or SSE", errUpstreamFraming, ct[0])
 	}
-	own, err := otherType(ct[0], mt, params)
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: Content-Type: %v", errUpstreamFraming, err)
+	if cs, ok := params["charset"]; ok && !asciiEqualFold(cs, "utf-8") && !asciiEqualFold(cs, "us-ascii") {
+		return 0, "", fmt.Errorf("%w: Content-Type %q: a charset the gateway does not read", errUpstreamFraming, ct[0])
 	}
-	return respOther, own, nil
+	return respOther, otherType(mt), nil
 }
 
 // checkOther refuses a body of another media type that a client could
-// read a state from: one naming requestState in any spelling, or with a
-// NUL (UTF-16 or UTF-32 text hides the name from the byte test).
+// read a state from: one that is not UTF-8 text (the gateway writes it
+// as such; in another charset, EBCDIC say, its bytes may spell a state
+// the byte test cannot see), has a control character but tab, CR and LF
+// (a NUL hides the name in UTF-16), or names requestState in any
+// spelling, quoted or not (a YAML or JSON5 reader takes it bare).
 func checkOther(body []byte) error {
-	if hasState(body) || bytes.IndexByte(body, 0) >= 0 {
+	if !utf8.Valid(body) || hasState(body) || bareState(body) {
 		return fmt.Errorf("%w: a body of another media type that may hold a requestState", errUpstreamFraming)
 	}
+	for _, c := range body {
+		if c < 0x20 && c != '\t' && c != '\r' && c != '\n' || c == 0x7f {
+			return fmt.Errorf("%w: a body of another media type with control characters", errUpstreamFraming)
+		}
+	}
 	return nil
+}
+
+// bareState reports whether b names requeststate in any case, with any
+// '_' and '-' between its letters, quoted or not.
+func bareState(b []byte) bool {
+	const want = "requeststate"
+	n := 0
+	for _, c := range b {
+		if c == '_' || c == '-' {
+			continue
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		switch {
+		case c == want[n]:
+			n++
+		case c == want[0]:
+			n = 1
+		default:
+			n = 0
+		}
+		if n == len(want) {
+			return true
+		}
+	}
+	return false
 }
 
 // looksJSON reports whether an untyped body is a JSON object or array.

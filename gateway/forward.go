@@ -308,7 +308,10 @@ func (g *Gateway) readResponse(ex *exchange, resp *http.Response) (rr readResult
 	untyped := ctype == "" && kind == respJSON
 	switch {
 	case untyped && !looksJSON(body):
-		kind = respOther // read as a body of another type; sent without a type
+		// Read as a body of another type, and typed as the text the
+		// gateway checked it is: untyped, a server would sniff a type
+		// for it, a client a charset.
+		kind, ctype = respOther, otherType("text/plain")
 	case untyped:
 		// Read as JSON: the client is told so, rather than left to
 		// sniff a type of its own.

@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strings"
 )
@@ -179,7 +178,7 @@ func isToken(s string) bool {
 // charset*=, a quoted or other spelling of the charset, any other
 // parameter) is refused: the gateway reads these bodies as UTF-8, and so
 // must every reader after it. Another media type comes back with its
-// parameters, for otherType.
+// parameters, which the gateway does not pass on (otherType).
 func messageType(ct string) (mt string, params map[string]string, err error) {
 	if ct == "application/json" || ct == "text/event-stream" {
 		return ct, nil, nil // the usual, without the parser's allocations
@@ -190,24 +189,40 @@ func messageType(ct string) (mt string, params map[string]string, err error) {
 	if mt != "application/json" && mt != "text/event-stream" || len(params) == 0 {
 		return mt, params, nil
 	}
-	if _, rest, _ := strings.Cut(ct, ";"); !strings.EqualFold(trimOWS(rest), "charset=utf-8") {
+	if _, rest, _ := strings.Cut(ct, ";"); !asciiEqualFold(trimOWS(rest), "charset=utf-8") {
 		return "", nil, fmt.Errorf("%w: %q: a JSON or SSE body may carry one parameter only, charset=utf-8", errMediaType, ct)
 	}
 	return mt, nil, nil
 }
 
-// otherType reads the Content-Type of a body of another media type, and
-// returns the one the gateway writes for it: the same media type and
-// parameters as the gateway read them (mime.FormatMediaType), with a
-// charset, if any, that reads the bytes as UTF-8 does (utf-8 or
-// us-ascii: the gateway looked for a state in them as bytes).
-func otherType(ct, mt string, params map[string]string) (string, error) {
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
-		return "", fmt.Errorf("%w: %q: charset %q", errMediaType, ct, cs)
+// otherType is the Content-Type the gateway writes for a body of another
+// media type mt: mt alone, with charset=utf-8, whatever parameters the
+// upstream gave. Parameters are where readers disagree (a quoted
+// "\\" that Python's email reader takes for an escaped quote hides a
+// charset=cp037 from the gateway's reading), and a body the gateway
+// checked as UTF-8 text (checkOther) must be read as such: with no
+// charset, requests and aiohttp guess one (cp037 for an EBCDIC body).
+func otherType(mt string) string {
+	return mt + "; charset=utf-8"
+}
+
+// asciiEqualFold is strings.EqualFold over ASCII only: Unicode's folding
+// takes "ſ" (U+017F) for "s", and no reader of headers does.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	out := mime.FormatMediaType(mt, params)
-	if out == "" {
-		return "", fmt.Errorf("%w: %q", errMediaType, ct)
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
 	}
-	return out, nil
+	return true
 }

@@ -160,10 +160,12 @@ func TestResponseHeadersOwned(t *testing.T) {
 	}
 }
 
-// TestResponseOtherTypes: a body of another media type keeps its type
-// and parameters as the gateway read them, unless its charset may read
-// its bytes otherwise than UTF-8 does, or a parameter is spelled as
-// readers disagree on; a partial body is refused.
+// TestResponseOtherTypes: a body of another media type keeps its media
+// type, and gets charset=utf-8 in place of the upstream's parameters
+// (which readers parse differently: Python's email reader finds
+// charset=cp037 in a="\\"; b=";charset=cp037;"); one naming a charset
+// other than UTF-8 or ASCII, or a type some client reads as SSE, is
+// refused; a partial body is refused.
 func TestResponseOtherTypes(t *testing.T) {
 	var ctype string
 	var partial bool
@@ -181,17 +183,21 @@ func TestResponseOtherTypes(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Content-Type")
 	}
 	for in, want := range map[string]string{
-		"text/plain":                       "text/plain",
-		"TEXT/HTML; Charset=UTF-8":         "text/html; charset=UTF-8",
-		`text/plain; charset="us-ascii"`:   "text/plain; charset=us-ascii",
-		`multipart/mixed; boundary="a b"`:  `multipart/mixed; boundary="a b"`,
-		"text/plain; charset=utf-7":        "",
-		"text/plain; charset=iso-8859-1":   "",
-		"text/plain; charset*=utf-8''utf8": "",
-		"text/plain; a=1; A=2":             "",
-		"text/plain; a":                    "",
-		"text/plain/x":                     "",
-		"application/problem+json":         "",
+		"text/plain":                              "text/plain; charset=utf-8",
+		"TEXT/HTML; Charset=UTF-8":                "text/html; charset=utf-8",
+		`text/plain; charset="us-ascii"`:          "text/plain; charset=utf-8",
+		`multipart/mixed; boundary="a b"`:         "multipart/mixed; charset=utf-8",
+		`text/plain; a="\\"; b=";charset=cp037;"`: "text/plain; charset=utf-8",
+		"text/plain; charset=utf-7":               "",
+		"text/plain; charset=\"us-a\u017fcii\"":   "",
+		"text/event-streamx":                      "",
+		"text/event-stream+x":                     "",
+		"text/plain; charset=iso-8859-1":          "",
+		"text/plain; charset*=utf-8''utf8":        "",
+		"text/plain; a=1; A=2":                    "",
+		"text/plain; a":                           "",
+		"text/plain/x":                            "",
+		"application/problem+json":                "",
 	} {
 		ctype = in
 		status, got := get()
@@ -202,5 +208,71 @@ func TestResponseOtherTypes(t *testing.T) {
 	ctype, partial = "text/plain", true
 	if status, _ := get(); status != http.StatusBadGateway {
 		t.Errorf("a partial body: HTTP %d", status)
+	}
+}
+
+// cp037 is the EBCDIC code page 037 encoding of the ASCII in s (letters,
+// digits and the few signs a JSON-RPC result needs).
+func cp037(s string) []byte {
+	const lower, upper, digits = "\x81\x82\x83\x84\x85\x86\x87\x88\x89\x91\x92\x93\x94\x95\x96\x97\x98\x99\xa2\xa3\xa4\xa5\xa6\xa7\xa8\xa9",
+		"\xc1\xc2\xc3\xc4\xc5\xc6\xc7\xc8\xc9\xd1\xd2\xd3\xd4\xd5\xd6\xd7\xd8\xd9\xe2\xe3\xe4\xe5\xe6\xe7\xe8\xe9",
+		"\xf0\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8\xf9"
+	signs := map[rune]byte{'{': 0xc0, '}': 0xd0, '"': 0x7f, ':': 0x7a, ',': 0x6b, '-': 0x60, '.': 0x4b, ' ': 0x40, '_': 0x6d}
+	var b []byte
+	for _, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z':
+			b = append(b, lower[r-'a'])
+		case 'A' <= r && r <= 'Z':
+			b = append(b, upper[r-'A'])
+		case '0' <= r && r <= '9':
+			b = append(b, digits[r-'0'])
+		default:
+			b = append(b, signs[r])
+		}
+	}
+	return b
+}
+
+// TestResponseOtherBodies: a body of another media type reaches the
+// client only as UTF-8 text without a requestState in any spelling: an
+// EBCDIC body (which requests and aiohttp, guessing a charset, decode to
+// a plaintext state), a bare YAML-style name, control characters are
+// refused; plain text passes, typed text/plain; charset=utf-8 even when
+// the upstream sent no type.
+func TestResponseOtherBodies(t *testing.T) {
+	var body []byte
+	var ctype string
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		if ctype != "" {
+			w.Header().Set("Content-Type", ctype)
+		} else {
+			w.Header()["Content-Type"] = nil
+		}
+		w.Write(body)
+	}, nil)
+	for _, tc := range []struct {
+		ctype string
+		body  []byte
+		ok    bool
+	}{
+		{"text/plain", cp037(`{"jsonrpc":"2.0","id":1,"result":{"requestState":"` + plain + `"}}`), false},
+		{"application/octet-stream", cp037(`{"jsonrpc":"2.0","id":1,"result":{"requestState":"` + plain + `"}}`), false},
+		{"", cp037(`{"jsonrpc":"2.0","id":1,"result":{"requestState":"` + plain + `"}}`), false},
+		{"text/yaml", []byte("result:\n  request_state: " + plain + "\n"), false},
+		{"text/plain", []byte("hello\x1bworld"), false},
+		{"text/plain", []byte("héllo, world\n"), true},
+		{"", []byte("hello"), true},
+	} {
+		ctype, body = tc.ctype, tc.body
+		resp := testkit.Must(http.Get(f.url))
+		b := testkit.Must(io.ReadAll(resp.Body))
+		resp.Body.Close()
+		switch {
+		case tc.ok && (resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" && resp.Header.Get("Content-Type") != tc.ctype+"; charset=utf-8"):
+			t.Errorf("%q %q: HTTP %d, %q", tc.ctype, tc.body, resp.StatusCode, resp.Header.Get("Content-Type"))
+		case !tc.ok && (resp.StatusCode != http.StatusBadGateway || bytes.Contains(b, tc.body)):
+			t.Errorf("%q %q: HTTP %d %q, want refused", tc.ctype, tc.body, resp.StatusCode, b)
+		}
 	}
 }

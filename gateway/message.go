@@ -76,8 +76,12 @@ func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) 
 		// A JSON-RPC batch (protocol versions before 2025-06-18): no call
 		// in it may carry state, and none is sealed for.
 		req.batch = true
-		var msgs []jsontext.Value
-		if err := json.Unmarshal(body, &msgs); err != nil {
+		v, err := validated(body)
+		if err != nil {
+			return req, nil, errParse
+		}
+		msgs, err := splitArray(v, maxBatch)
+		if err != nil {
 			return req, nil, errParse
 		}
 		for _, raw := range msgs {
@@ -209,8 +213,9 @@ type upstreamMessage struct {
 // readUpstreamBody reads a JSON response body: one message (batch false,
 // to read with readUpstreamMessage), or a batch, split into its messages
 // (none if no member in it can be named requestState: the body passes).
-func readUpstreamBody(body []byte) (msgs []jsontext.Value, batch bool, err error) {
-	if !validJSON(body) {
+func readUpstreamBody(body []byte) (msgs []validValue, batch bool, err error) {
+	v, err := validated(body)
+	if err != nil {
 		return nil, false, errors.New("not JSON")
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
@@ -220,14 +225,9 @@ func readUpstreamBody(body []byte) (msgs []jsontext.Value, batch bool, err error
 	if !hasState(body) {
 		return nil, true, nil
 	}
-	if err := json.Unmarshal(body, &msgs); err != nil {
-		return nil, true, err
-	}
-	return msgs, true, nil
+	msgs, err = splitArray(v, maxBatch)
+	return msgs, true, err
 }
-
-// joinBatch writes a batch of messages from upstream back as one body.
-func joinBatch(msgs []jsontext.Value) ([]byte, error) { return json.Marshal(msgs) }
 
 // mayAnswer is the byte test for a message from upstream that holds no
 // requestState (hasState is false): whether it may answer a call, to

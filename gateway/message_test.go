@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode"
@@ -101,5 +102,27 @@ func TestHasStateBoundaries(t *testing.T) {
 		if got := hasState([]byte(body)); got != want {
 			t.Errorf("hasState(%s) = %v, want %v", body, got, want)
 		}
+	}
+}
+
+// TestMemberBounds: a batch of more messages than maxBatch, or an object
+// of more members than maxMembers, is refused before the gateway builds
+// anything per member (a batch of a million {} cost it 600 MB).
+func TestMemberBounds(t *testing.T) {
+	batch := "[" + strings.Repeat(`{"jsonrpc":"2.0","method":"x"},`, maxBatch) + `{"jsonrpc":"2.0","method":"x"}]`
+	if _, _, err := readRequest([]byte(batch)); err == nil {
+		t.Fatal("a batch over the bound read")
+	}
+	if _, _, err := readRequest([]byte("[" + strings.Repeat(`{"jsonrpc":"2.0","method":"x"},`, maxBatch-1) + `{"jsonrpc":"2.0","method":"x"}]`)); err != nil {
+		t.Fatalf("a batch at the bound: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"requestState":"x"`)
+	for i := range maxMembers {
+		fmt.Fprintf(&b, `,"m%d":0`, i)
+	}
+	b.WriteString("}}")
+	if _, _, err := readRequest([]byte(b.String())); err == nil {
+		t.Fatal("params over the member bound read")
 	}
 }

@@ -68,6 +68,66 @@ func splitObject(b validValue) (object, error) {
 	return s.object(slab[:0:membersPerObject], true)
 }
 
+// maxMembers bounds the members the cutter splits an object into, and
+// maxBatch the messages of a batch: each costs the gateway about a
+// hundred times its bytes (a slab, a message), so that a flat object or
+// a batch of a million {} would cost gigabytes that no body budget
+// counts. An MCP message has a handful; a batch (before 2025-06-18), a
+// few.
+const (
+	maxMembers = 1024
+	maxBatch   = 256
+)
+
+var errTooMany = errors.New("more members than the gateway reads")
+
+// splitArray cuts v, a valid JSON array, into its elements, at most max
+// of them.
+func splitArray(v validValue, max int) ([]validValue, error) {
+	s := scanner{b: v}
+	s.space()
+	if s.i >= len(v) || v[s.i] != '[' {
+		return nil, errors.New("not an array")
+	}
+	s.i++
+	s.space()
+	var out []validValue
+	if v[s.i] == ']' {
+		return out, nil
+	}
+	for {
+		if len(out) == max {
+			return nil, errTooMany
+		}
+		start := s.i
+		s.value()
+		out = append(out, v[start:s.i])
+		s.space()
+		if v[s.i] == ']' {
+			return out, nil
+		}
+		s.i++ // ,
+		s.space()
+	}
+}
+
+// joinArray writes elements as one JSON array.
+func joinArray(elems [][]byte) []byte {
+	n := 2
+	for _, e := range elems {
+		n += len(e) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	return append(b, ']')
+}
+
 // A scanner walks JSON that is known to be valid: it finds where values
 // end, and never decides whether they are well formed, nor what a name
 // may be (message.go's checkNames).
@@ -98,6 +158,9 @@ func (s *scanner) object(o object, top bool) (object, error) {
 		return o, nil
 	}
 	for {
+		if len(o) == maxMembers {
+			return nil, errTooMany
+		}
 		start := s.i
 		escaped := s.str()
 		name, err := memberName(s.b[start:s.i], escaped)

@@ -58,6 +58,7 @@ type Config struct {
 	// What a client connection may take (http.Server and the listener).
 	ReadHeaderTimeout, BodyTimeout, ClientIdleTimeout time.Duration
 	MaxConnections                                    int
+	MaxHeaderBytes                                    int
 	PassThrough                                       string // paths, comma-separated
 
 	LogLevel, LogFormat string
@@ -105,6 +106,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "time for a client to send a request's body (0: none)")
 	fs.DurationVar(&c.ClientIdleTimeout, "client-idle-timeout", 2*time.Minute, "close a client's keep-alive connection idle this long")
 	fs.IntVar(&c.MaxConnections, "max-connections", 4096, "client connections served at once; more wait to be accepted (0: no cap)")
+	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block a client may send (net/http's default is 1 MiB, which 4096 connections make 4 GiB no body budget counts)")
 	fs.StringVar(&c.PassThrough, "passthrough", "", "paths carrying no MCP traffic (OAuth metadata, say), comma-separated: requests for exactly these go upstream unread, with any method and body")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish: longer than the slowest single-use tool, and shorter than the orchestrator's grace period (Kubernetes terminationGracePeriodSeconds)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
@@ -259,11 +261,18 @@ func (c *Config) check() error {
 	if c.SingleUse != "" && c.Replay == "" && sharedKeyset(c.Keyset) {
 		errs = append(errs, fmt.Errorf("-single-use with the in-memory guard and -keyset %s in a shared store: that is how a fleet of gateways is configured, and each gateway's memory guard sees only its own uses (another gateway refuses its states as unvouched): give every gateway -replay redis://... on one Redis (docs/FLEET.md), or, for one gateway only, -replay memory", redactURL(c.Keyset)))
 	}
-	if c.MaxRequestBytesInFlight < 0 || c.MaxRequestBytesInFlight > 0 && c.MaxRequestBytesInFlight < c.MaxRequestBytes {
-		errs = append(errs, errors.New("-max-request-bytes-in-flight must be 0 (no bound) or at least -max-request-bytes"))
+	// A body is read into a buffer one byte past its bound (to tell a
+	// body over it), and an SSE event is held twice (as read and as
+	// written) in buffers that grow by doubling: a budget that cannot
+	// hold one of each refuses every large one.
+	if c.MaxRequestBytesInFlight < 0 || c.MaxRequestBytesInFlight > 0 && c.MaxRequestBytesInFlight <= c.MaxRequestBytes {
+		errs = append(errs, errors.New("-max-request-bytes-in-flight must be 0 (no bound) or more than -max-request-bytes"))
 	}
-	if c.MaxResponseBytesInFlight < 0 || c.MaxResponseBytesInFlight > 0 && c.MaxResponseBytesInFlight < max(c.MaxResponseBytes, c.MaxEventBytes) {
-		errs = append(errs, errors.New("-max-response-bytes-in-flight must be 0 (no bound) or at least -max-response-bytes and -max-event-bytes"))
+	if c.MaxResponseBytesInFlight < 0 || c.MaxResponseBytesInFlight > 0 && (c.MaxResponseBytesInFlight <= c.MaxResponseBytes || c.MaxResponseBytesInFlight < 3*c.MaxEventBytes) {
+		errs = append(errs, errors.New("-max-response-bytes-in-flight must be 0 (no bound), or more than -max-response-bytes and at least 3 times -max-event-bytes"))
+	}
+	if c.MaxHeaderBytes <= 0 {
+		errs = append(errs, errors.New("-max-header-bytes must be positive"))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))

@@ -158,7 +158,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 		defer inflight.Done()
 		g.ServeHTTP(w, r)
 	})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.ClientIdleTimeout, MaxHeaderBytes: c.MaxHeaderBytes,
 		TLSConfig: tlsConf, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if c.MaxConnections > 0 {
 		// Past the cap, an idle connection is closed for a new one, or
