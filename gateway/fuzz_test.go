@@ -149,7 +149,7 @@ func (fx *fuzzFixture) checkFraming(t *testing.T, req, resp []byte, reqH, respH 
 	if err != nil {
 		return
 	}
-	if (kind == respJSON || kind == respSSE) && len(respH["Content-Type"]) == 1 {
+	if (kind == respJSON || kind == respSSE) && len(respH["Content-Type"]) == 1 && respH["Content-Type"][0] != "" {
 		// One plain charset=utf-8 at most, whatever reader the client
 		// has, and the client is told the media type alone.
 		_, params, _ := strings.Cut(respH["Content-Type"][0], ";")
