@@ -267,7 +267,7 @@ func admitResponse(resp *http.Response) (responseKind, string, error) {
 // (a NUL hides the name in UTF-16), or names requestState in any
 // spelling, quoted or not (a YAML or JSON5 reader takes it bare).
 func checkOther(body []byte) error {
-	if !utf8.Valid(body) || hasState(body) || bareState(body) {
+	if !utf8.Valid(body) || hasState(body) || bareState(body) || letterEscape(body) {
 		return fmt.Errorf("%w: a body of another media type that may hold a requestState", errUpstreamFraming)
 	}
 	for _, c := range body {
@@ -276,6 +276,25 @@ func checkOther(body []byte) error {
 		}
 	}
 	return nil
+}
+
+// letterEscape reports whether b has a backslash escape that YAML, JSON5
+// or a language's string may read as a letter (\x53, \U00000053, and
+// \u, which hasState refuses too), or a backslash ending a line: a name
+// spelled with them hides from the byte tests.
+func letterEscape(b []byte) bool {
+	for i := bytes.IndexByte(b, '\\'); i >= 0 && i+1 < len(b); {
+		switch b[i+1] {
+		case 'x', 'X', 'u', 'U', '\n', '\r':
+			return true
+		}
+		j := bytes.IndexByte(b[i+2:], '\\')
+		if j < 0 {
+			return false
+		}
+		i += 2 + j
+	}
+	return false
 }
 
 // bareState reports whether b names requeststate in any case, with any

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -531,6 +532,11 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
 	}
+	if batch && ex.single != nil {
+		// A client reads each element as a message: one of them may
+		// be the call's answer, which the gateway would not have read.
+		return nil, fmt.Errorf("%w: a batch answering a request that is not one", errUpstreamResponse)
+	}
 	// readUpstreamBody validated the body, and with it every message.
 	if !batch {
 		out, err := ex.rewriteMessage(body, validValue(body))
@@ -562,6 +568,11 @@ func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
 // A message that names a call of the exchange marks it answered. valid
 // is raw as validated already, or nil.
 func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error) {
+	if ex.single != nil {
+		if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			return nil, fmt.Errorf("%w: a batch answering a request that is not one", errUpstreamResponse)
+		}
+	}
 	if ex.single != nil && !hasState(raw) {
 		// The common case: the one call's response, without state,
 		// passed unchanged; marked answered if it is the call's

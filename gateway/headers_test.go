@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -260,6 +261,9 @@ func TestResponseOtherBodies(t *testing.T) {
 		{"application/octet-stream", cp037(`{"jsonrpc":"2.0","id":1,"result":{"requestState":"` + plain + `"}}`), false},
 		{"", cp037(`{"jsonrpc":"2.0","id":1,"result":{"requestState":"` + plain + `"}}`), false},
 		{"text/yaml", []byte("result:\n  request_state: " + plain + "\n"), false},
+		{"application/yaml", []byte("result:\n  \"request\\x53tate\": " + plain + "\n"), false},
+		{"application/yaml", []byte("result:\n  \"request\\U00000053tate\": " + plain + "\n"), false},
+		{"text/plain", []byte("a path C:\\\\Temp, and \\t a tab"), true},
 		{"text/plain", []byte("hello\x1bworld"), false},
 		{"text/plain", []byte("héllo, world\n"), true},
 		{"", []byte("hello"), true},
@@ -274,5 +278,20 @@ func TestResponseOtherBodies(t *testing.T) {
 		case !tc.ok && (resp.StatusCode != http.StatusBadGateway || bytes.Contains(b, tc.body)):
 			t.Errorf("%q %q: HTTP %d %q, want refused", tc.ctype, tc.body, resp.StatusCode, b)
 		}
+	}
+}
+
+// TestUpstreamHeadersBounded: an upstream's response headers are bounded
+// (the client would get them all, outside the response budget).
+func TestUpstreamHeadersBounded(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		for i := range 20 {
+			w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("a", 8000))
+		}
+		writeJSONValue(w, result(msg, map[string]any{}))
+	}, nil)
+	status, _ := f.post(rpcCall(1, "tools/list", "", nil, ""), nil)
+	if status != http.StatusBadGateway {
+		t.Fatalf("160 KB of response headers: HTTP %d", status)
 	}
 }

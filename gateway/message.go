@@ -143,6 +143,9 @@ func readLazily(body []byte, valid validValue) (clientMessage, error) {
 func readClientMessage(m object, batch bool) (clientMessage, error) {
 	q := clientMessage{m: m}
 	id, hasID := m.get("id")
+	if hasID && !plainID(id) {
+		return q, errParse
+	}
 	q.id = id
 	method, hasMethod, _ := m.str("method")
 	q.method = method
@@ -263,6 +266,9 @@ func readUpstreamMessage(raw []byte, valid validValue) (upstreamMessage, error) 
 	id, hasID := m.get("id")
 	_, isResult := m.get("result")
 	_, isError := m.get("error")
+	if hasID && !plainID(id) {
+		return u, errors.New("an id that is not a string, a number or null, or is over 256 bytes")
+	}
 	u.id, u.answers, u.isResult = id, hasID && (isResult || isError), isResult
 	if !hasState(raw) {
 		return u, nil
@@ -604,3 +610,17 @@ func walkNames(dec *jsontext.Decoder, top, result bool) (bool, error) {
 // strayError replaces a response carrying a requestState elsewhere than
 // as its result's own (error.data, deeper in the result).
 var strayError = rpcError{Code: codeInternalError, Message: "upstream response carried a requestState the gateway does not seal"}
+
+// maxIDBytes bounds a JSON-RPC id: canonicalizing one (idKey) costs
+// many times its bytes, outside every body budget.
+const maxIDBytes = 256
+
+// plainID reports whether id is what JSON-RPC allows, a string, a number
+// or null, of at most maxIDBytes.
+func plainID(id jsontext.Value) bool {
+	switch id.Kind() {
+	case '"', '0', 'n':
+		return len(id) <= maxIDBytes
+	}
+	return false
+}

@@ -125,4 +125,14 @@ func TestMemberBounds(t *testing.T) {
 	if _, _, err := readRequest([]byte(b.String())); err == nil {
 		t.Fatal("params over the member bound read")
 	}
+	// An id is a string, a number or null, of at most 256 bytes: an
+	// object id cost 45 times its bytes to canonicalize.
+	for _, id := range []string{`{"a":0}`, `[1]`, `"` + strings.Repeat("x", 300) + `"`} {
+		if _, _, err := readRequest([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"requestState":"x"}}`)); err == nil {
+			t.Fatalf("id %.20s read", id)
+		}
+		if _, err := readUpstreamMessage([]byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{"requestState":"x"}}`), nil); err == nil {
+			t.Fatalf("upstream id %.20s read", id)
+		}
+	}
 }

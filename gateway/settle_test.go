@@ -39,6 +39,17 @@ func TestSettleSingleUse(t *testing.T) {
 		case "other-id":
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"jsonrpc":"2.0","id":99,"result":{"content":[]}}`)
+		case "batch-json", "batch-sse":
+			// The call's answer inside a batch: a client reads it, so
+			// the gateway refuses it unread.
+			b := `[{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"paid"}]}}]`
+			if mode.Load().(string) == "batch-sse" {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "event: message\ndata: "+b+"\n\n")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, b)
 		default:
 			stateReply(w, r, msg)
 		}
@@ -67,10 +78,12 @@ func TestSettleSingleUse(t *testing.T) {
 	retry := func(tok string) (int, map[string]any) {
 		return f.post(rpcCall(2, mrtr.MethodCallTool, "pay", map[string]any{"n": 1}, tok), v2026)
 	}
-	for _, m := range []string{"sse-cut", "other-id"} {
+	for _, m := range []string{"sse-cut", "other-id", "batch-json", "batch-sse"} {
 		mode.Store(m)
 		tok := first()
-		retry(tok)
+		if _, got := retry(tok); strings.Contains(toJSON(got), "paid") {
+			t.Fatalf("%s: the client got an answer the gateway did not read: %v", m, got)
+		}
 		mode.Store("")
 		status, got := retry(tok)
 		refused(t, status, got, http.StatusBadRequest, "undetermined")
