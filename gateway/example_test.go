@@ -27,7 +27,10 @@ func ExampleGateway() {
 			ID     json.RawMessage
 			Params struct{ RequestState string }
 		}
-		json.NewDecoder(r.Body).Decode(&msg)
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		res := `{"resultType":"input_required","inputRequests":{},"requestState":"order-42"}`
 		if msg.Params.RequestState != "" {
 			res = `{"content":[{"type":"text","text":"got ` + msg.Params.RequestState + `"}]}`
@@ -49,7 +52,10 @@ func ExampleGateway() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	up, _ := url.Parse(upstream.URL)
+	up, err := url.Parse(upstream.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
 	g := &gateway.Gateway{Upstreams: []*url.URL{up}, Principal: gateway.Anonymous{},
 		MaxRequestBytes: 1 << 20, MaxResponseBytes: 1 << 20, MaxEventBytes: 1 << 20}
 	g.SetStates(states)
@@ -65,7 +71,9 @@ func ExampleGateway() {
 		}
 		defer resp.Body.Close()
 		var out struct{ Result map[string]any }
-		json.NewDecoder(resp.Body).Decode(&out)
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			log.Fatal(err)
+		}
 		return out.Result
 	}
 	token := call("")["requestState"].(string)

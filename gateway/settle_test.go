@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
 	"github.com/stateseal/stateseal/replay"
 )
@@ -34,7 +35,11 @@ func TestSettleSingleUse(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, ": working\n\n")
 			w.(http.Flusher).Flush()
-			c, _, _ := http.NewResponseController(w).Hijack()
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			c.Close()
 		case "other-id":
 			w.Header().Set("Content-Type", "application/json")
@@ -93,7 +98,7 @@ func TestSettleSingleUse(t *testing.T) {
 	mode.Store("cut-before-write")
 	before := execs.Load()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", f.url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"n":1},"requestState":"`+tok+`"}}`))
+	req := testkit.Must(http.NewRequestWithContext(ctx, "POST", f.url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"n":1},"requestState":"`+tok+`"}}`)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	done := make(chan struct{})

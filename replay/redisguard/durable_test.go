@@ -214,10 +214,10 @@ func heartbeat(t *testing.T, c goredis.UniversalClient, key string) {
 		var up, us int64
 		for line := range strings.Lines(srv) {
 			if v, ok := strings.CutPrefix(line, "uptime_in_seconds:"); ok {
-				up, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				up = testkit.Must(strconv.ParseInt(strings.TrimSpace(v), 10, 64))
 			}
 			if v, ok := strings.CutPrefix(line, "server_time_usec:"); ok {
-				us, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				us = testkit.Must(strconv.ParseInt(strings.TrimSpace(v), 10, 64))
 			}
 		}
 		if start := us/1e6 - up; (start+2)*1000 >= h {
@@ -300,12 +300,12 @@ func commands(b *testing.B, c goredis.UniversalClient) [2]int64 {
 	var n [2]int64
 	for line := range strings.Lines(info) {
 		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
-			n[1], _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			n[1] = testkit.Must(strconv.ParseInt(strings.TrimSpace(v), 10, 64))
 		}
 		for _, cmd := range []string{"evalsha", "eval", "wait"} {
 			if v, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
 				v, _, _ = strings.Cut(v, ",")
-				k, _ := strconv.ParseInt(v, 10, 64)
+				k := testkit.Must(strconv.ParseInt(v, 10, 64))
 				n[0] += k
 			}
 		}
