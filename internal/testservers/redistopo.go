@@ -120,7 +120,9 @@ func (s *RedisSentinel) masterAddr() string {
 // the two other sentinels, and the replica's link is up.
 func (s *RedisSentinel) waitReady(primary string) {
 	s.t.Helper()
-	waitLong(s.t, 60*time.Second, "the sentinel topology to be ready", func() bool {
+	// Sentinels take a while to agree after a failover and a rejoin,
+	// longer on a loaded machine (a CI rehearsal waited over a minute).
+	waitLong(s.t, 2*time.Minute, "the sentinel topology to be ready", func() bool {
 		if s.masterAddr() != primary {
 			return false
 		}
