@@ -33,6 +33,7 @@ package otelmetrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -49,11 +50,31 @@ type Metrics struct {
 	sealed, opened, rejected, used metric.Int64Counter
 	duration                       metric.Float64Histogram
 	reloads                        metric.Int64Counter
+
+	// The attribute sets of the hot path, built once: building one per
+	// call (metric.WithAttributes sorts and copies) cost more CPU than the
+	// seal or open it counted, in a profile of sealgate under load.
+	// Kept as the slices the variadic calls take, which would otherwise
+	// allocate one per call.
+	seal, open []metric.RecordOption
+	mu         sync.RWMutex
+	pairs      map[pair][]metric.AddOption
 }
+
+// pair is a method and a target, the attributes of the counters.
+type pair struct{ method, target string }
+
+// maxPairs bounds the attribute sets kept: method and target have
+// bounded values (the package comment), so this is only a backstop
+// against a caller that passes a client's strings.
+const maxPairs = 4096
 
 // New creates the instruments with a meter from mp.
 func New(mp metric.MeterProvider) (*Metrics, error) {
-	m := &Metrics{meter: mp.Meter("github.com/stateseal/stateseal")}
+	m := &Metrics{meter: mp.Meter("github.com/stateseal/stateseal"),
+		seal:  []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", "seal")))},
+		open:  []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", "open")))},
+		pairs: make(map[pair][]metric.AddOption)}
 	var err error
 	counter := func(name, desc string) metric.Int64Counter {
 		if err != nil {
@@ -80,17 +101,35 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 }
 
 func attrs(method, target string) metric.MeasurementOption {
-	return metric.WithAttributes(attribute.String("method", method), attribute.String("target", target))
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String("method", method), attribute.String("target", target)))
+}
+
+// attrs returns the attribute set of method and target, built once.
+func (m *Metrics) attrs(method, target string) []metric.AddOption {
+	k := pair{method, target}
+	m.mu.RLock()
+	o, ok := m.pairs[k]
+	m.mu.RUnlock()
+	if ok {
+		return o
+	}
+	o = []metric.AddOption{attrs(method, target)}
+	m.mu.Lock()
+	if len(m.pairs) < maxPairs {
+		m.pairs[k] = o
+	}
+	m.mu.Unlock()
+	return o
 }
 
 // Sealed counts a sealed state.
 func (m *Metrics) Sealed(method, target string) {
-	m.sealed.Add(context.Background(), 1, attrs(method, target))
+	m.sealed.Add(context.Background(), 1, m.attrs(method, target)...)
 }
 
 // Opened counts an opened state.
 func (m *Metrics) Opened(method, target string) {
-	m.opened.Add(context.Background(), 1, attrs(method, target))
+	m.opened.Add(context.Background(), 1, m.attrs(method, target)...)
 }
 
 // Rejected counts a refused state by reason, and a replay also as blocked.
@@ -99,13 +138,21 @@ func (m *Metrics) Rejected(method, target, reason string) {
 	m.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method),
 		attribute.String("target", target), attribute.String("reason", reason)))
 	if reason == "replayed" {
-		m.used.Add(ctx, 1, attrs(method, target))
+		m.used.Add(ctx, 1, m.attrs(method, target)...)
 	}
 }
 
 // Latency records one seal or open.
 func (m *Metrics) Latency(op string, d time.Duration) {
-	m.duration.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("op", op)))
+	o := m.open
+	switch op {
+	case "seal":
+		o = m.seal
+	case "open":
+	default:
+		o = []metric.RecordOption{metric.WithAttributes(attribute.String("op", op))}
+	}
+	m.duration.Record(context.Background(), d.Seconds(), o...)
 }
 
 // ObserveLoader counts l's reloads and failures (chaining any OnReload and

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -182,5 +183,34 @@ func TestTeeWithLog(t *testing.T) {
 	}
 	if l := logged.String(); !strings.Contains(l, `msg="stateseal: requestState rejected" method=tools/call target=book reason=invalid`) {
 		t.Errorf("log: %q", l)
+	}
+}
+
+// BenchmarkHotPath is what counting one opened state and its latency
+// costs, as mrtr does for every open: the attribute sets are built once,
+// not per call.
+//
+//	go test -run '^$' -bench HotPath -benchmem ./otelmetrics
+func BenchmarkHotPath(b *testing.B) {
+	m := testkit.Must(otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Opened(mrtr.MethodCallTool, "book")
+		m.Latency("open", time.Microsecond)
+	}
+}
+
+// TestHotPathAllocs holds that counting an open allocates nothing once
+// its attribute set is built (BenchmarkHotPath's numbers).
+func TestHotPathAllocs(t *testing.T) {
+	m := testkit.Must(otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	m.Opened(mrtr.MethodCallTool, "book")
+	if n := testing.AllocsPerRun(100, func() {
+		m.Opened(mrtr.MethodCallTool, "book")
+		m.Sealed(mrtr.MethodCallTool, "book")
+		m.Latency("open", time.Microsecond)
+		m.Latency("seal", time.Microsecond)
+	}); n != 0 {
+		t.Errorf("%v allocations a count, want 0", n)
 	}
 }
