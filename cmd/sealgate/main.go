@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,9 +78,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sealgate:", err)
 		os.Exit(2)
 	}
+	floor := ballast(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, c, os.Stderr); err != nil {
+	err = run(ctx, c, os.Stderr)
+	runtime.KeepAlive(floor) // live until the gateway stops
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "sealgate:", err)
 		os.Exit(1)
 	}
