@@ -67,7 +67,9 @@ func keepResponseHeader(name string) bool {
 		return true
 	}
 	f := headerFold(name)
-	if ownedHeaders[f] || !plainHeader(name) && (ownedHeaders[f] || strings.HasPrefix(f, "content-")) {
+	// A Content-* header in another spelling is dropped, even one passed
+	// in its plain spelling: a reader may take either.
+	if ownedHeaders[f] || !plainHeader(name) && strings.HasPrefix(f, "content-") {
 		return false
 	}
 	if strings.HasPrefix(f, "content-") {
