@@ -1,9 +1,8 @@
 // Package internal holds, in its subpackages, only code that every layer
 // of this module builds on: the wire format (envelope, keysetjson,
 // canonjson), small helpers the plug-ins share (schemes, redact,
-// localkek, loopback, vaultclient, keymaterial,
-// share), and what every test
-// shares (testkit, testservers). Nothing here imports a package of a
+// localkek, loopback, vaultclient, keymaterial, share), and what every
+// test shares (testkit, testservers). Nothing here imports a package of a
 // layer above it (seal, keyset, stores, replay, rotation, mrtr, gateway,
 // ...): a harness that drives those lives beside them
 // (stores/storetest/faulttest, otelmetrics/metricstest,
