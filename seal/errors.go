@@ -33,6 +33,7 @@ var errLifetime = fmt.Errorf("%w: lifetime exceeds the maximum TTL", ErrInvalid)
 // Reason reduces an error from Open to the word a client may be shown:
 // "expired" for ErrExpired, "invalid" for everything else. It never reveals
 // which check failed, so a client cannot probe key ids or bindings.
+// mrtr.Reason adds the reasons of a single-use guard's refusals.
 func Reason(err error) string {
 	if errors.Is(err, ErrExpired) {
 		return "expired"

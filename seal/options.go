@@ -18,7 +18,8 @@ const (
 )
 
 // MaxTTLLimit is the longest lifetime the format can carry (2^24-1 seconds,
-// about 194 days).
+// about 194 days): the bound of Options.MaxTTL. It is keyring.MaxTTLLimit,
+// the bound of a keyset's policy, named here beside the option it bounds.
 const MaxTTLLimit = keyring.MaxTTLLimit
 
 // Options configure a Sealer. A zero field means its default; nil Options
@@ -36,7 +37,7 @@ type Options struct {
 	// Skew is how far the clocks of the instances that seal and open may
 	// disagree: Open accepts a token issued up to Skew in the future and up
 	// to Skew after its expiry. Whole seconds, rounded down, at most ten
-	// minutes. 0 means DefaultSkew, or the keyset's skew; NoSkew tolerates
+	// minutes (MaxSkew). 0 means DefaultSkew, or the keyset's skew; NoSkew tolerates
 	// none. A keyset's skew can only be lowered.
 	Skew time.Duration
 	// MaxTokenLen bounds a token's length in bytes (a token is ASCII; any
@@ -51,7 +52,9 @@ type Options struct {
 // NoSkew, as Options.Skew, tolerates no clock disagreement at all.
 const NoSkew time.Duration = -1
 
-// MaxSkew is the largest Options.Skew, and the largest a keyset allows.
+// MaxSkew is the largest Options.Skew, and the largest a keyset allows:
+// it is keyring.MaxSkew, the bound of a keyset's policy, named here beside
+// the option it bounds.
 const MaxSkew = keyring.MaxSkew
 
 type config struct {
