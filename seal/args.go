@@ -21,7 +21,7 @@ const (
 // object, invalid JSON or UTF-8, duplicate member names (exact, or equal
 // under case folding), a number a double cannot hold exactly, or input past
 // the size or depth bound. The wrapped message says which.
-var ErrArguments = errors.New("stateseal: arguments refused")
+var ErrArguments = errors.New("seal: arguments refused")
 
 // Members of the arguments object that the digest leaves out: they carry
 // protocol metadata and the input-required round itself, which differ
@@ -80,7 +80,7 @@ func (o ArgsOptions) sum(args []byte) (sum [sha256.Size]byte, err error) {
 	// A bound outside its range is a configuration error, never clamped:
 	// every implementation must refuse the same inputs (docs/FORMAT.md).
 	if lim.MaxBytes < 0 || lim.MaxDepth < 0 || lim.MaxDepth > MaxArgsDepthLimit {
-		return sum, fmt.Errorf("stateseal: ArgsOptions bounds %d bytes, depth %d: outside [0, ...] and [0, %d]", lim.MaxBytes, lim.MaxDepth, MaxArgsDepthLimit)
+		return sum, fmt.Errorf("seal: ArgsOptions bounds %d bytes, depth %d: outside [0, ...] and [0, %d]", lim.MaxBytes, lim.MaxDepth, MaxArgsDepthLimit)
 	}
 	if lim.MaxBytes == 0 {
 		lim.MaxBytes = DefaultMaxArgsBytes

@@ -77,13 +77,13 @@ func newConfig(o *Options) (config, error) {
 	}
 	if o.DefaultTTL != 0 {
 		if o.DefaultTTL < time.Second {
-			return config{}, fmt.Errorf("stateseal: default TTL %v is under one second", o.DefaultTTL)
+			return config{}, fmt.Errorf("seal: default TTL %v is under one second", o.DefaultTTL)
 		}
 		c.defaultTTL = o.DefaultTTL
 	}
 	if o.MaxTTL != 0 {
 		if o.MaxTTL < time.Second || o.MaxTTL > MaxTTLLimit {
-			return config{}, fmt.Errorf("stateseal: maximum TTL %v is outside [1s, %v]", o.MaxTTL, MaxTTLLimit)
+			return config{}, fmt.Errorf("seal: maximum TTL %v is outside [1s, %v]", o.MaxTTL, MaxTTLLimit)
 		}
 		c.maxTTL, c.maxTTLSet = o.MaxTTL.Truncate(time.Second), true
 	}
@@ -91,13 +91,13 @@ func newConfig(o *Options) (config, error) {
 	case o.Skew == NoSkew:
 		c.skew, c.skewSet = 0, true
 	case o.Skew < 0 || o.Skew > MaxSkew:
-		return config{}, fmt.Errorf("stateseal: clock skew %v is outside [0, %v]", o.Skew, MaxSkew)
+		return config{}, fmt.Errorf("seal: clock skew %v is outside [0, %v]", o.Skew, MaxSkew)
 	case o.Skew != 0:
 		c.skew, c.skewSet = o.Skew.Truncate(time.Second), true
 	}
 	if o.MaxTokenLen != 0 {
 		if o.MaxTokenLen < envelope.EncodedLen(envelope.Overhead(envelope.VersionAEAD)) {
-			return config{}, fmt.Errorf("stateseal: maximum token length %d cannot hold an empty token", o.MaxTokenLen)
+			return config{}, fmt.Errorf("seal: maximum token length %d cannot hold an empty token", o.MaxTokenLen)
 		}
 		c.maxLen = o.MaxTokenLen
 	}
@@ -105,7 +105,7 @@ func newConfig(o *Options) (config, error) {
 		c.now = o.Now
 	}
 	if c.defaultTTL > c.maxTTL {
-		return config{}, fmt.Errorf("stateseal: default TTL %v exceeds maximum TTL %v", c.defaultTTL, c.maxTTL)
+		return config{}, fmt.Errorf("seal: default TTL %v exceeds maximum TTL %v", c.defaultTTL, c.maxTTL)
 	}
 	return c, nil
 }

@@ -23,7 +23,7 @@ type Sealer struct {
 // policy of a keyset the ring was loaded from.
 func New(ring *keyring.Ring, o *Options) (*Sealer, error) {
 	if ring == nil {
-		return nil, errors.New("stateseal: nil keyring")
+		return nil, errors.New("seal: nil keyring")
 	}
 	cfg, err := newConfig(o)
 	if err != nil {
@@ -66,7 +66,7 @@ func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Durati
 	cs := s.set.get(snap, &s.cfg)
 	switch {
 	case ttl < 0:
-		return nil, errors.New("stateseal: negative TTL")
+		return nil, errors.New("seal: negative TTL")
 	case ttl == 0:
 		ttl = cs.defaultTTL
 	case ttl > cs.maxTTL:
@@ -83,7 +83,7 @@ func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Durati
 	}
 	iat := now.Unix()
 	if iat < 0 || iat > envelope.MaxIssuedAt {
-		return nil, errors.New("stateseal: clock outside the token format's range")
+		return nil, errors.New("seal: clock outside the token format's range")
 	}
 	h := envelope.Header{
 		Version:  c.Version(),
