@@ -66,7 +66,9 @@ func (o ArgsOptions) Digest(args []byte) ([]byte, error) {
 }
 
 // AppendDigest is Digest appending the 32-byte digest to dst. With enough
-// capacity in dst it allocates nothing for the result.
+// capacity in dst it allocates nothing for the result. dst may overlap
+// args in any way (args[:0] reuses its storage): the digest is computed
+// whole before it is appended.
 func (o ArgsOptions) AppendDigest(dst, args []byte) ([]byte, error) {
 	sum, err := o.sum(args)
 	if err != nil {

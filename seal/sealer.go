@@ -48,7 +48,12 @@ func (s *Sealer) Seal(b Binding, payload []byte, ttl time.Duration) (string, err
 }
 
 // AppendSeal is Seal appending the token to dst. With enough capacity in dst
-// it allocates nothing.
+// it allocates nothing. On error it returns dst and has written nothing.
+//
+// To reuse payload's storage for the token, use payload[:0] as dst. Unlike
+// crypto/cipher's AEAD.Seal, any other overlap is allowed too: payload and
+// b's byte slices are read whole, into a buffer of the Sealer's own,
+// before anything is written to dst.
 func (s *Sealer) AppendSeal(dst []byte, b Binding, payload []byte, ttl time.Duration) ([]byte, error) {
 	sc := getScratch()
 	defer putScratch(sc)
@@ -124,6 +129,11 @@ func (s *Sealer) Open(b Binding, token string) ([]byte, error) {
 // AppendOpen is Open taking the token as bytes and appending the payload to
 // dst. With enough capacity in dst it allocates nothing. On error it returns
 // dst unchanged, and no payload byte is left in dst's spare capacity.
+//
+// To reuse token's storage for the payload, use token[:0] as dst. Unlike
+// crypto/cipher's AEAD.Open, any other overlap is allowed too: token and
+// b's byte slices are read whole, into a buffer of the Sealer's own,
+// before anything is written to dst.
 func (s *Sealer) AppendOpen(dst []byte, b Binding, token []byte) ([]byte, error) {
 	return s.open(dst, b, token, false)
 }
