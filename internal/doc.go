@@ -4,8 +4,8 @@
 // localkek, loopback, vaultclient, keymaterial, share), and what every
 // test shares (testkit, testservers). Nothing here imports a package of a
 // layer above it (seal, keyset, stores, replay, rotation, mrtr, gateway,
-// ...): a harness that drives those lives beside them
-// (stores/storetest/faulttest, otelmetrics/metricstest,
+// ...): a harness that drives those lives on the floor of the highest
+// layer it imports (rotation/faulttest, mrtr/metricstest,
 // gateway/gatewaytest). The two exceptions are tests only: integration
 // and clients run the module's layers and binaries together, and import
 // nothing into them.
