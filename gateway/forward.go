@@ -184,7 +184,7 @@ type unclosedBody struct {
 	closed atomic.Bool
 }
 
-var errBodyClosed = errors.New("sealgate: read of a request body after the exchange ended")
+var errBodyClosed = errors.New("gateway: read of a request body after the exchange ended")
 
 func (b *unclosedBody) Read(p []byte) (int, error) {
 	if b.closed.Load() {
@@ -363,7 +363,7 @@ func (g *Gateway) upstreamFailed(w http.ResponseWriter, ex *exchange, err error)
 	case errors.Is(err, errIdle), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		status, msg = http.StatusGatewayTimeout, "upstream timed out"
 	}
-	g.logger().Warn("sealgate: upstream failed", "status", status, "err", err)
+	g.logger().Warn("gateway: upstream failed", "status", status, "err", err)
 	if ex.calls == nil {
 		http.Error(w, msg, status)
 		return

@@ -233,7 +233,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
 	st := g.states.Load()
 	if st == nil {
-		http.Error(w, "sealgate: no keyset loaded yet", http.StatusServiceUnavailable)
+		http.Error(w, "gateway: no keyset loaded yet", http.StatusServiceUnavailable)
 		return
 	}
 	ex := &exchange{g: g, st: st, r: r, version: r.Header.Get(headerVersion)}
@@ -371,7 +371,7 @@ func (g *Gateway) refuseFraming(w http.ResponseWriter, e *framingError) {
 	if e.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.status, errorMessage(nil, rpcError{Code: codeInvalidRequest, Message: "sealgate: " + e.msg}))
+	writeJSON(w, e.status, errorMessage(nil, rpcError{Code: codeInvalidRequest, Message: "gateway: " + e.msg}))
 }
 
 func writeJSON(w http.ResponseWriter, status int, b []byte) {
@@ -502,7 +502,7 @@ func routingMismatch(h http.Header, q *clientMessage) *refusal {
 		v, ok := h[hv.name]
 		if ok && (len(v) != 1 || v[0] != hv.want) {
 			return &refusal{id: q.id, rpcError: rpcError{Code: codeInvalidRequest,
-				Message: "sealgate: the " + hv.name + " header does not match the request's " + hv.what}}
+				Message: "gateway: the " + hv.name + " header does not match the request's " + hv.what}}
 		}
 	}
 	return nil
@@ -597,7 +597,7 @@ func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error)
 	if u.stray {
 		// A requestState the gateway would not seal: its plaintext must
 		// not reach the client.
-		ex.g.logger().Error("sealgate: upstream sent a requestState outside a result's own; refusing it", "method", methodOf(c))
+		ex.g.logger().Error("gateway: upstream sent a requestState outside a result's own; refusing it", "method", methodOf(c))
 		if u.answers {
 			return errorMessage(u.id, strayError), nil
 		}
@@ -611,7 +611,7 @@ func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error)
 		// A state for a request that cannot carry one back (another
 		// method, a batch, an id the gateway did not send): its
 		// plaintext must not reach the client.
-		ex.g.logger().Error("sealgate: upstream returned a requestState for a request that cannot carry state; answering an error", "method", methodOf(c))
+		ex.g.logger().Error("gateway: upstream returned a requestState for a request that cannot carry state; answering an error", "method", methodOf(c))
 		return errorMessage(u.id, sealError), nil
 	}
 	tok, err := ex.mrtrCall(c, st).Seal(u.state)
@@ -622,9 +622,9 @@ func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error)
 			// Logged at most once a second: clients choose how often.
 		case errors.Is(err, mrtr.ErrNoPrincipal):
 			// mrtr's advice names its Go option; a gateway's user sets a flag.
-			ex.g.logger().Warn("sealgate: cannot seal requestState for a request without a principal (its credentials were refused or absent: see the reason logged, and sealgate_principal_failures_total); -principal anonymous binds states to no user", "method", method)
+			ex.g.logger().Warn("gateway: cannot seal requestState for a request without a principal (its credentials were refused or absent: see the reason logged, and sealgate_principal_failures_total); -principal anonymous binds states to no user", "method", method)
 		default:
-			ex.g.logger().Error("stateseal: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
+			ex.g.logger().Error("gateway: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
 		}
 		return errorMessage(u.id, sealError), nil
 	}

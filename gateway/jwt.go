@@ -243,7 +243,7 @@ func (j *JWTPrincipal) secureHop(u *url.URL) error {
 func (j *JWTPrincipal) Warm(ctx context.Context) error {
 	ks, err := j.fetch(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("gateway: %w", err)
 	}
 	j.mu.Lock()
 	j.keys, j.fetched, j.fetchOK = ks, j.now(), j.now()

@@ -450,7 +450,7 @@ func stateError(err error) rpcError {
 }
 
 // errBadState is a requestState that is present but not a string.
-var errBadState = errors.New("sealgate: requestState is not a string")
+var errBadState = errors.New("gateway: requestState is not a string")
 
 // sealError is the error that replaces a result whose state could not be
 // sealed: the plaintext never reaches the client.

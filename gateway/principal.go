@@ -24,7 +24,7 @@ type PrincipalSource interface {
 }
 
 // errNoPrincipal: the request has no principal this source accepts.
-var errNoPrincipal = errors.New("sealgate: no principal")
+var errNoPrincipal = errors.New("gateway: no principal")
 
 // Anonymous binds every state to no one: for an upstream without users,
 // whose tools act the same for every caller (mrtr.Options.AllowAnonymous).

@@ -79,7 +79,7 @@ func (g *Gateway) principalFailed(err error) {
 		}
 	}
 	if g.Stats.Principal.logged.allow() {
-		g.logger().Info("sealgate: request without a principal: it reaches the upstream, but carries no state", "reason", reason, "err", err)
+		g.logger().Info("gateway: request without a principal: it reaches the upstream, but carries no state", "reason", reason, "err", err)
 	}
 }
 

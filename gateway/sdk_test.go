@@ -1,10 +1,7 @@
-//lint:file-ignore SA1019 sampling and roots are deprecated in MCP 2026-07-28 (SEP-2577) but still in the protocol, and the fixtures use them.
-
 package gateway
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/stateseal/stateseal/gateway/gatewaytest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mrtr"
@@ -89,42 +85,7 @@ func sdkGateway(t *testing.T) (*fixture, *mrtr.Counters) {
 // are the gateway's tokens.
 func TestGoSDKBehindGateway(t *testing.T) {
 	f, counters := sdkGateway(t)
-	ctx := context.Background()
-	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "color": "green", "ok": true, "context": "c"}}, nil
-		},
-		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Hi"}}, nil
-		},
-	})
-	c.AddRoots(&mcp.Root{URI: "file:///r", Name: "r"})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.url, HTTPClient: &http.Client{Transport: headerTransport{"alice"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	for tool, want := range map[string]string{
-		"test_input_required_result_elicitation":     "Hello, Ada!",
-		"test_input_required_result_request_state":   "state-ok",
-		"test_input_required_result_tampered_state":  "state-ok",
-		"test_input_required_result_multi_round":     "Multi-round complete: Ada likes green",
-		"test_input_required_result_sampling":        "Sampling response: Hi",
-		"test_input_required_result_list_roots":      "Client exposed 1 root(s): file:///r",
-		"test_input_required_result_multiple_inputs": "Hi Ada — 1 root(s) visible",
-	} {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, want) {
-			t.Errorf("%s: %q, want %q", tool, got, want)
-		}
-	}
-	p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "test_input_required_result_prompt"})
-	if err != nil || p.Messages[0].Content.(*mcp.TextContent).Text != "Context: c" {
-		t.Fatalf("prompt: %v %+v", err, p)
-	}
+	gatewaytest.RunFixtures(t, f.url, &http.Client{Transport: headerTransport{"alice"}})
 	v := counters.Values()
 	if v.Sealed < 5 || v.Opened < 5 || len(v.Rejected) != 0 {
 		t.Fatalf("counters %+v: the states did not go through the gateway", v)

@@ -320,7 +320,7 @@ func (s *sseReader) fail(err error) {
 		msg = "upstream timed out"
 	}
 	ex.g.Stats.UpstreamErrors.Add(1)
-	ex.g.logger().Warn("sealgate: upstream stream ended", "err", err)
+	ex.g.logger().Warn("gateway: upstream stream ended", "err", err)
 	ex.resolve()
 	keys := make([]string, 0, len(ex.calls))
 	for k, c := range ex.calls {

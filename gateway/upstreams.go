@@ -79,7 +79,7 @@ func (g *Gateway) eject(k int, err error) {
 	b := min(max(2*time.Duration(u.backoff.Load()), minEject), maxEject)
 	u.backoff.Store(int64(b))
 	u.downUntil.Store(time.Now().Add(b).UnixNano())
-	g.logger().Warn("sealgate: upstream refused a connection; out of turn", "upstream", g.Upstreams[k].Redacted(), "for_seconds", b.Seconds(), "err", err)
+	g.logger().Warn("gateway: upstream refused a connection; out of turn", "upstream", g.Upstreams[k].Redacted(), "for_seconds", b.Seconds(), "err", err)
 	if g.HealthPath != "" && u.probing.CompareAndSwap(false, true) {
 		go g.probe(k)
 	}
@@ -89,7 +89,7 @@ func (g *Gateway) answered(k int) {
 	u := &g.ups[k]
 	if u.backoff.Swap(0) != 0 {
 		u.downUntil.Store(0)
-		g.logger().Info("sealgate: upstream answers; back in turn", "upstream", g.Upstreams[k].Redacted())
+		g.logger().Info("gateway: upstream answers; back in turn", "upstream", g.Upstreams[k].Redacted())
 	}
 }
 
@@ -168,7 +168,7 @@ func (g *Gateway) roundTrip(ex *exchange, req *http.Request) (*http.Response, er
 			// per destination).
 			// Logged at most once a second: every request meets it.
 			if g.localLog.allow() {
-				g.logger().Error("sealgate: cannot open a connection to an upstream: a limit of this machine (file descriptors, ports, memory); the upstream stays in turn", "upstream", g.Upstreams[k].Redacted(), "err", err)
+				g.logger().Error("gateway: cannot open a connection to an upstream: a limit of this machine (file descriptors, ports, memory); the upstream stays in turn", "upstream", g.Upstreams[k].Redacted(), "err", err)
 			}
 		} else {
 			g.eject(k, err)

@@ -11,7 +11,9 @@ import (
 
 // ErrConflict reports a compare-and-swap write that lost: the store no
 // longer holds the keyset the edit started from. Nothing was written;
-// read the keyset again and redo the edit. It is stores.ErrConflict.
+// read the keyset again and redo the edit. It is stores.ErrConflict,
+// named here too because the docs and callers of keyset's editors test
+// for it without importing stores.
 var ErrConflict = stores.ErrConflict
 
 // Read reads and validates the keyset in s, with the store's

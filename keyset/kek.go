@@ -2,9 +2,9 @@ package keyset
 
 import (
 	"io"
-	"sync"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/share"
 )
 
 // The loaders of a process that would open one KEK URL the same way share
@@ -26,59 +26,26 @@ type kekKey struct {
 	dir backends.OpenOptions
 }
 
-// A sharedKEK is one opened KEK and the loaders that use it.
-type sharedKEK struct {
-	key  kekKey
-	kek  backends.KEK
-	refs int // guarded by openKEKs.mu
-}
+// A sharedKEK is one opened KEK and the loaders that use it; its pointer
+// names that client in the results documents keep (shared.go).
+type sharedKEK = share.Share[kekKey, backends.KEK]
 
-var openKEKs = struct {
-	sync.Mutex
-	m map[kekKey]*sharedKEK
-}{m: map[kekKey]*sharedKEK{}}
+var openKEKs share.Map[kekKey, backends.KEK]
 
 // acquireKEK returns the open KEK for k, opening it with open if no loader
 // holds it. open runs outside the table's lock: a KMS slow to answer
 // holds up no other KEK.
 func acquireKEK(k kekKey, open func() (backends.KEK, error)) (*sharedKEK, error) {
-	openKEKs.Lock()
-	if s := openKEKs.m[k]; s != nil {
-		s.refs++
-		openKEKs.Unlock()
-		return s, nil
-	}
-	openKEKs.Unlock()
-	kek, err := open()
-	if err != nil {
-		return nil, err
-	}
-	openKEKs.Lock()
-	defer openKEKs.Unlock()
-	if s := openKEKs.m[k]; s != nil { // opened meanwhile by another loader
-		s.refs++
-		closeKEK(kek)
-		return s, nil
-	}
-	s := &sharedKEK{key: k, kek: kek, refs: 1}
-	openKEKs.m[k] = s
-	return s, nil
+	return openKEKs.Acquire(k, open, func(kek backends.KEK) { closeKEK(kek) })
 }
 
-// release drops one loader's use; the last closes the KEK.
-func (s *sharedKEK) release() error {
-	openKEKs.Lock()
-	s.refs--
-	last := s.refs == 0
-	if last && openKEKs.m[s.key] == s {
-		delete(openKEKs.m, s.key)
+// releaseKEK drops one loader's use of s; the last closes the KEK.
+func releaseKEK(s *sharedKEK) error {
+	if !s.Release() {
+		return nil
 	}
-	openKEKs.Unlock()
-	if last {
-		forgetKEK(s)
-		return closeKEK(s.kek)
-	}
-	return nil
+	forgetKEK(s)
+	return closeKEK(s.Value())
 }
 
 // forgetKEK drops what s proved from every document of the table: no

@@ -216,7 +216,7 @@ func (l *Loader) Close() error {
 		l.ownStore = false
 	}
 	for url, k := range l.keks {
-		errs = append(errs, k.release())
+		errs = append(errs, releaseKEK(k))
 		delete(l.keks, url)
 	}
 	l.held = nil // the process's table lets it go once no loader holds it

@@ -136,7 +136,7 @@ func verifyShared(ctx context.Context, ks *Keyset, kk *sharedKEK, prev map[cache
 	v := &verified{ck: cacheKey{ks.ID, kk, 0, string(ks.Auth.Wrapped)}}
 	var ok bool
 	if v.key, ok = prev[v.ck]; !ok {
-		m, err := unwrapShared(ctx, v.ck, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kk.kek) })
+		m, err := unwrapShared(ctx, v.ck, func() ([]byte, error) { return ks.unwrapAuth(ctx, keysetjson.Format, kk.Value()) })
 		if err != nil {
 			return nil, transient(err)
 		}
@@ -162,7 +162,7 @@ func unwrapKeys(ctx context.Context, ks *Keyset, kk *sharedKEK, auth *verified, 
 		p, ok := prev[ck] // keeps the time the KMS answered it
 		if !ok {
 			m, err := unwrapShared(ctx, ck, func() ([]byte, error) {
-				k, err := ks.UnwrapKey(ctx, kk.kek, sk)
+				k, err := ks.UnwrapKey(ctx, kk.Value(), sk)
 				return keymaterial.Of(&k), err
 			})
 			if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpgo"
 	"github.com/stateseal/stateseal/mrtr"
-	"github.com/stateseal/stateseal/otelmetrics/metricstest"
+	"github.com/stateseal/stateseal/mrtr/metricstest"
 	"github.com/stateseal/stateseal/seal"
 )
 

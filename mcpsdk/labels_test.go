@@ -14,7 +14,7 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/mrtr"
-	"github.com/stateseal/stateseal/otelmetrics/metricstest"
+	"github.com/stateseal/stateseal/mrtr/metricstest"
 	"github.com/stateseal/stateseal/seal"
 )
 

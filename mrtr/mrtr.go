@@ -185,7 +185,9 @@ func New(s *seal.Sealer, o *Options) (*States, error) {
 var ErrNoPrincipal = errors.New("mrtr: request has no principal; bind the authenticated user, or set Options.AllowAnonymous")
 
 // ErrArguments reports arguments that cannot be digested (see
-// seal.ArgsOptions.Digest for the rules). It is seal.ErrArguments.
+// seal.ArgsOptions.Digest for the rules). It is seal.ErrArguments,
+// named here too because States.Seal and States.Open return it to
+// callers that need not import seal.
 var ErrArguments = seal.ErrArguments
 
 // A Call is one request as the middleware handles it: the state it

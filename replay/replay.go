@@ -131,5 +131,8 @@ var (
 
 // Margin is how long past its expiry a guard keeps a token's id: the
 // largest clock skew an opener may accept (seal.MaxSkew), so that no
-// opener can still accept a token its guard has forgotten.
+// opener can still accept a token its guard has forgotten. It has the
+// value of seal.MaxSkew and a name of its own because it is another
+// quantity: a Guard's retention, which a Guard written outside this
+// module keeps too (see the package doc).
 const Margin = seal.MaxSkew

@@ -40,10 +40,10 @@ import (
 // Report.
 var (
 	// ErrConfig is a Config Run cannot scan with.
-	ErrConfig = errors.New("statescan: bad configuration")
+	ErrConfig = errors.New("scan: bad configuration")
 	// ErrUnreachable is a server that gave no answer at all to the first
 	// request of any target.
-	ErrUnreachable = errors.New("statescan: server unreachable")
+	ErrUnreachable = errors.New("scan: server unreachable")
 )
 
 // Methods that may answer input_required.

@@ -21,7 +21,7 @@ const (
 // object, invalid JSON or UTF-8, duplicate member names (exact, or equal
 // under case folding), a number a double cannot hold exactly, or input past
 // the size or depth bound. The wrapped message says which.
-var ErrArguments = errors.New("stateseal: arguments refused")
+var ErrArguments = errors.New("seal: arguments refused")
 
 // Members of the arguments object that the digest leaves out: they carry
 // protocol metadata and the input-required round itself, which differ
@@ -66,7 +66,9 @@ func (o ArgsOptions) Digest(args []byte) ([]byte, error) {
 }
 
 // AppendDigest is Digest appending the 32-byte digest to dst. With enough
-// capacity in dst it allocates nothing for the result.
+// capacity in dst it allocates nothing for the result. dst may overlap
+// args in any way (args[:0] reuses its storage): the digest is computed
+// whole before it is appended.
 func (o ArgsOptions) AppendDigest(dst, args []byte) ([]byte, error) {
 	sum, err := o.sum(args)
 	if err != nil {
@@ -80,7 +82,7 @@ func (o ArgsOptions) sum(args []byte) (sum [sha256.Size]byte, err error) {
 	// A bound outside its range is a configuration error, never clamped:
 	// every implementation must refuse the same inputs (docs/FORMAT.md).
 	if lim.MaxBytes < 0 || lim.MaxDepth < 0 || lim.MaxDepth > MaxArgsDepthLimit {
-		return sum, fmt.Errorf("stateseal: ArgsOptions bounds %d bytes, depth %d: outside [0, ...] and [0, %d]", lim.MaxBytes, lim.MaxDepth, MaxArgsDepthLimit)
+		return sum, fmt.Errorf("seal: ArgsOptions bounds %d bytes, depth %d: outside [0, ...] and [0, %d]", lim.MaxBytes, lim.MaxDepth, MaxArgsDepthLimit)
 	}
 	if lim.MaxBytes == 0 {
 		lim.MaxBytes = DefaultMaxArgsBytes

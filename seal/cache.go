@@ -42,7 +42,7 @@ func (cc *cipherCache) get(snap *keyring.Snapshot, cfg *config) *cipherSet {
 			c, err := envelope.NewCipher(version(k.Algorithm), keymaterial.Of(&k))
 			if err != nil {
 				// The snapshot validated the key, so this is a bug.
-				panic("stateseal: " + err.Error())
+				panic("seal: " + err.Error())
 			}
 			cs.ids = append(cs.ids, k.ID)
 			cs.ciphers = append(cs.ciphers, c)

@@ -18,7 +18,8 @@ const (
 )
 
 // MaxTTLLimit is the longest lifetime the format can carry (2^24-1 seconds,
-// about 194 days).
+// about 194 days): the bound of Options.MaxTTL. It is keyring.MaxTTLLimit,
+// the bound of a keyset's policy, named here beside the option it bounds.
 const MaxTTLLimit = keyring.MaxTTLLimit
 
 // Options configure a Sealer. A zero field means its default; nil Options
@@ -36,7 +37,7 @@ type Options struct {
 	// Skew is how far the clocks of the instances that seal and open may
 	// disagree: Open accepts a token issued up to Skew in the future and up
 	// to Skew after its expiry. Whole seconds, rounded down, at most ten
-	// minutes. 0 means DefaultSkew, or the keyset's skew; NoSkew tolerates
+	// minutes (MaxSkew). 0 means DefaultSkew, or the keyset's skew; NoSkew tolerates
 	// none. A keyset's skew can only be lowered.
 	Skew time.Duration
 	// MaxTokenLen bounds a token's length in bytes (a token is ASCII; any
@@ -51,7 +52,9 @@ type Options struct {
 // NoSkew, as Options.Skew, tolerates no clock disagreement at all.
 const NoSkew time.Duration = -1
 
-// MaxSkew is the largest Options.Skew, and the largest a keyset allows.
+// MaxSkew is the largest Options.Skew, and the largest a keyset allows:
+// it is keyring.MaxSkew, the bound of a keyset's policy, named here beside
+// the option it bounds.
 const MaxSkew = keyring.MaxSkew
 
 type config struct {
@@ -74,13 +77,13 @@ func newConfig(o *Options) (config, error) {
 	}
 	if o.DefaultTTL != 0 {
 		if o.DefaultTTL < time.Second {
-			return config{}, fmt.Errorf("stateseal: default TTL %v is under one second", o.DefaultTTL)
+			return config{}, fmt.Errorf("seal: default TTL %v is under one second", o.DefaultTTL)
 		}
 		c.defaultTTL = o.DefaultTTL
 	}
 	if o.MaxTTL != 0 {
 		if o.MaxTTL < time.Second || o.MaxTTL > MaxTTLLimit {
-			return config{}, fmt.Errorf("stateseal: maximum TTL %v is outside [1s, %v]", o.MaxTTL, MaxTTLLimit)
+			return config{}, fmt.Errorf("seal: maximum TTL %v is outside [1s, %v]", o.MaxTTL, MaxTTLLimit)
 		}
 		c.maxTTL, c.maxTTLSet = o.MaxTTL.Truncate(time.Second), true
 	}
@@ -88,13 +91,13 @@ func newConfig(o *Options) (config, error) {
 	case o.Skew == NoSkew:
 		c.skew, c.skewSet = 0, true
 	case o.Skew < 0 || o.Skew > MaxSkew:
-		return config{}, fmt.Errorf("stateseal: clock skew %v is outside [0, %v]", o.Skew, MaxSkew)
+		return config{}, fmt.Errorf("seal: clock skew %v is outside [0, %v]", o.Skew, MaxSkew)
 	case o.Skew != 0:
 		c.skew, c.skewSet = o.Skew.Truncate(time.Second), true
 	}
 	if o.MaxTokenLen != 0 {
 		if o.MaxTokenLen < envelope.EncodedLen(envelope.Overhead(envelope.VersionAEAD)) {
-			return config{}, fmt.Errorf("stateseal: maximum token length %d cannot hold an empty token", o.MaxTokenLen)
+			return config{}, fmt.Errorf("seal: maximum token length %d cannot hold an empty token", o.MaxTokenLen)
 		}
 		c.maxLen = o.MaxTokenLen
 	}
@@ -102,7 +105,7 @@ func newConfig(o *Options) (config, error) {
 		c.now = o.Now
 	}
 	if c.defaultTTL > c.maxTTL {
-		return config{}, fmt.Errorf("stateseal: default TTL %v exceeds maximum TTL %v", c.defaultTTL, c.maxTTL)
+		return config{}, fmt.Errorf("seal: default TTL %v exceeds maximum TTL %v", c.defaultTTL, c.maxTTL)
 	}
 	return c, nil
 }

@@ -23,7 +23,7 @@ type Sealer struct {
 // policy of a keyset the ring was loaded from.
 func New(ring *keyring.Ring, o *Options) (*Sealer, error) {
 	if ring == nil {
-		return nil, errors.New("stateseal: nil keyring")
+		return nil, errors.New("seal: nil keyring")
 	}
 	cfg, err := newConfig(o)
 	if err != nil {
@@ -48,7 +48,12 @@ func (s *Sealer) Seal(b Binding, payload []byte, ttl time.Duration) (string, err
 }
 
 // AppendSeal is Seal appending the token to dst. With enough capacity in dst
-// it allocates nothing.
+// it allocates nothing. On error it returns dst and has written nothing.
+//
+// To reuse payload's storage for the token, use payload[:0] as dst. Unlike
+// crypto/cipher's AEAD.Seal, any other overlap is allowed too: payload and
+// b's byte slices are read whole, into a buffer of the Sealer's own,
+// before anything is written to dst.
 func (s *Sealer) AppendSeal(dst []byte, b Binding, payload []byte, ttl time.Duration) ([]byte, error) {
 	sc := getScratch()
 	defer putScratch(sc)
@@ -66,7 +71,7 @@ func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Durati
 	cs := s.set.get(snap, &s.cfg)
 	switch {
 	case ttl < 0:
-		return nil, errors.New("stateseal: negative TTL")
+		return nil, errors.New("seal: negative TTL")
 	case ttl == 0:
 		ttl = cs.defaultTTL
 	case ttl > cs.maxTTL:
@@ -83,7 +88,7 @@ func (s *Sealer) sealRaw(sc *scratch, b Binding, payload []byte, ttl time.Durati
 	}
 	iat := now.Unix()
 	if iat < 0 || iat > envelope.MaxIssuedAt {
-		return nil, errors.New("stateseal: clock outside the token format's range")
+		return nil, errors.New("seal: clock outside the token format's range")
 	}
 	h := envelope.Header{
 		Version:  c.Version(),
@@ -124,6 +129,11 @@ func (s *Sealer) Open(b Binding, token string) ([]byte, error) {
 // AppendOpen is Open taking the token as bytes and appending the payload to
 // dst. With enough capacity in dst it allocates nothing. On error it returns
 // dst unchanged, and no payload byte is left in dst's spare capacity.
+//
+// To reuse token's storage for the payload, use token[:0] as dst. Unlike
+// crypto/cipher's AEAD.Open, any other overlap is allowed too: token and
+// b's byte slices are read whole, into a buffer of the Sealer's own,
+// before anything is written to dst.
 func (s *Sealer) AppendOpen(dst []byte, b Binding, token []byte) ([]byte, error) {
 	return s.open(dst, b, token, false)
 }

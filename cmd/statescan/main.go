@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		// A bad configuration, an unreachable server, an interrupt: the
 		// report would be all skips.
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, "statescan:", err)
 		return 2
 	}
 	if *asJSON {

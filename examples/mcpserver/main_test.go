@@ -1,5 +1,3 @@
-//lint:file-ignore SA1019 sampling and roots are deprecated in MCP 2026-07-28 (SEP-2577) but still in the protocol, and the input-required fixtures and their tests exercise them.
-
 package main
 
 import (
@@ -10,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stateseal/stateseal/gateway/gatewaytest"
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
 )
@@ -24,44 +23,9 @@ func TestFixtures(t *testing.T) {
 	}
 	ts := httptest.NewServer(h)
 	defer ts.Close()
-	ctx := context.Background()
-	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "color": "green", "ok": true, "context": "c"}}, nil
-		},
-		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Hi"}}, nil
-		},
-	})
-	c.AddRoots(&mcp.Root{URI: "file:///r", Name: "r"})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	for tool, want := range map[string]string{
-		"test_input_required_result_elicitation":     "Hello, Ada!",
-		"test_input_required_result_request_state":   "state-ok",
-		"test_input_required_result_tampered_state":  "state-ok",
-		"test_input_required_result_multi_round":     "Multi-round complete: Ada likes green",
-		"test_input_required_result_sampling":        "Sampling response: Hi",
-		"test_input_required_result_list_roots":      "Client exposed 1 root(s): file:///r",
-		"test_input_required_result_multiple_inputs": "Hi Ada — 1 root(s) visible",
-	} {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, want) {
-			t.Errorf("%s: %q, want %q", tool, got, want)
-		}
-	}
-	p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "test_input_required_result_prompt"})
-	if err != nil || p.Messages[0].Content.(*mcp.TextContent).Text != "Context: c" {
-		t.Fatalf("prompt: %v %+v", err, p)
-	}
+	cs := gatewaytest.RunFixtures(t, ts.URL+"/mcp", nil)
 	// The client declared sampling (it has a handler), so this runs.
-	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_missing_capability"}); err != nil {
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_missing_capability"}); err != nil {
 		t.Fatalf("missing capability with sampling declared: %v", err)
 	}
 }

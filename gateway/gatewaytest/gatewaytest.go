@@ -3,6 +3,8 @@
 // records what reaches it, and Post, a client that sends one message and
 // decodes the reply, from a JSON body or the last event of an SSE stream.
 // Call builds a request, Refused checks the middleware's refusal.
+// RunFixtures drives the example server's input-required fixtures with the
+// go-sdk client, directly or through a gateway.
 package gatewaytest
 
 import (

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/vault/api/auth/approle"
 
 	"github.com/stateseal/stateseal/internal/loopback"
+	"github.com/stateseal/stateseal/internal/share"
 )
 
 // A Session is a Vault client for one configuration: the VAULT_*
@@ -36,8 +37,9 @@ import (
 // configuration's session has closed it, its idle connections are
 // released (the login is kept for the next holder).
 type Session struct {
-	s    *shared     // nil for a client the caller made (Borrow)
-	c    *api.Client // the caller's client
+	sh   *share.Share[string, *shared] // nil for a client the caller made (Borrow)
+	s    *shared                       // sh's session
+	c    *api.Client                   // the caller's client
 	once sync.Once
 }
 
@@ -56,14 +58,11 @@ type shared struct {
 	mu       sync.Mutex
 	loggedIn time.Time
 	renewAt  time.Time // log in again after this; zero: never
-
-	refs int // guarded by sessions.mu
 }
 
-var sessions = struct {
-	sync.Mutex
-	m map[string]*shared
-}{m: map[string]*shared{}}
+// sessions keeps a configuration's session once its last holder closes
+// it: the next Open shares it again without logging in.
+var sessions = share.Map[string, *shared]{Keep: true}
 
 // relogin403 is how old a login must be before a 403 makes a new one: a
 // policy that refuses a path (least privilege) must not cost a login per
@@ -101,33 +100,21 @@ func configKey(hc *http.Client) string {
 // VAULT_* environment, and hc: nil means the Vault client's own HTTP
 // client), making it and logging in if this process has none yet.
 func Open(ctx context.Context, hc *http.Client) (*Session, error) {
-	key := configKey(hc)
-	sessions.Lock()
-	if s := sessions.m[key]; s != nil {
-		s.refs++
-		sessions.Unlock()
-		return &Session{s: s}, nil
-	}
-	sessions.Unlock()
-	// Log in outside the lock: a slow or down Vault must not hold up
-	// sessions of other configurations.
-	s, err := newShared(ctx, hc)
+	// newShared logs in outside the table's lock: a slow or down Vault
+	// must not hold up sessions of other configurations.
+	sh, err := sessions.Acquire(configKey(hc), func() (*shared, error) { return newShared(ctx, hc) },
+		(*shared).closeIdle) // another Open made it meanwhile
 	if err != nil {
 		return nil, err
 	}
-	sessions.Lock()
-	defer sessions.Unlock()
-	if other := sessions.m[key]; other != nil {
-		// Another open made it meanwhile: use that one.
-		if s.own != nil {
-			s.own.CloseIdleConnections()
-		}
-		s = other
-	} else {
-		sessions.m[key] = s
+	return &Session{sh: sh, s: sh.Value()}, nil
+}
+
+// closeIdle releases the idle connections of a transport s made.
+func (s *shared) closeIdle() {
+	if s.own != nil {
+		s.own.CloseIdleConnections()
 	}
-	s.refs++
-	return &Session{s: s}, nil
 }
 
 func newShared(ctx context.Context, hc *http.Client) (*shared, error) {
@@ -171,9 +158,7 @@ func newShared(ctx context.Context, hc *http.Client) (*shared, error) {
 		return nil, fmt.Errorf("approle: %w", err)
 	}
 	if err := s.logIn(ctx); err != nil {
-		if s.own != nil {
-			s.own.CloseIdleConnections()
-		}
+		s.closeIdle()
 		return nil, err
 	}
 	return s, nil
@@ -252,15 +237,12 @@ func (s *Session) Do(ctx context.Context, f func(*api.Client) error) error {
 // idle connections of a transport the session made; the session and its
 // login stay for the next Open. Close is idempotent.
 func (s *Session) Close() error {
-	if s.s == nil {
+	if s.sh == nil {
 		return nil // the caller's client: its owner closes it
 	}
 	s.once.Do(func() {
-		sessions.Lock()
-		defer sessions.Unlock()
-		s.s.refs--
-		if s.s.refs == 0 && s.s.own != nil {
-			s.s.own.CloseIdleConnections()
+		if s.sh.Release() {
+			s.s.closeIdle()
 		}
 	})
 	return nil

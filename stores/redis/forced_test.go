@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/rotation/faulttest"
 	"github.com/stateseal/stateseal/stores"
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 )
 
 // TestClusterForcedFailover: CLUSTER FAILOVER FORCE and TAKEOVER of the

@@ -26,8 +26,8 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/rotation"
+	"github.com/stateseal/stateseal/rotation/faulttest"
 	"github.com/stateseal/stateseal/stores/redis"
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 )
 
 // TestManyLoaders measures loaders following one keyset on one Redis:

@@ -139,7 +139,7 @@ var (
 func (s *Store) Close() error {
 	var err error
 	if s.own != nil {
-		s.closed.Do(func() { err = s.own.release() })
+		s.closed.Do(func() { err = release(s.own) })
 	}
 	return err
 }
@@ -188,7 +188,7 @@ func open(u *url.URL, client goredis.UniversalClient) (*Store, error) {
 		if own, err = acquire(u); err != nil {
 			return nil, fmt.Errorf("redis: %s: %w", name, err)
 		}
-		client = own.client
+		client = own.Value()
 	}
 	s := New(client, key, so)
 	s.name, s.own = name, own

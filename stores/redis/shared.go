@@ -3,24 +3,18 @@ package redis
 import (
 	"net/url"
 	"os"
-	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stateseal/stateseal/internal/share"
 )
 
 // A shared client serves every store opened from the same Redis URL in a
 // process: a fleet's loaders, a scheduler and a guard's store on one
-// Redis need one pool, not one each.
-type shared struct {
-	id     string
-	client goredis.UniversalClient
-	refs   int // guarded by clients.mu
-}
+// Redis need one pool, not one each. Its key is clientID's.
+type shared = share.Share[string, goredis.UniversalClient]
 
-var clients = struct {
-	sync.Mutex
-	m map[string]*shared
-}{m: map[string]*shared{}}
+var clients share.Map[string, goredis.UniversalClient]
 
 // clientID is what makes two URLs need two clients: everything but the
 // store's own per-store parameters, and the credentials from the
@@ -37,35 +31,14 @@ func clientID(u *url.URL) string {
 
 // acquire returns the client for u, making it if no open store has it.
 func acquire(u *url.URL) (*shared, error) {
-	id := clientID(u)
-	clients.Lock()
-	defer clients.Unlock()
-	if s := clients.m[id]; s != nil {
-		s.refs++
-		return s, nil
-	}
-	c, err := newClient(u)
-	if err != nil {
-		return nil, err
-	}
-	s := &shared{id: id, client: c, refs: 1}
-	clients.m[id] = s
-	return s, nil
+	return clients.Acquire(clientID(u), func() (goredis.UniversalClient, error) { return newClient(u) },
+		func(c goredis.UniversalClient) { c.Close() })
 }
 
-// release drops one store's use; the last closes the client.
-func (s *shared) release() error {
-	clients.Lock()
-	s.refs--
-	last := s.refs == 0
-	if last && clients.m[s.id] == s {
-		// Only this client's entry: a release too many must not drop
-		// the client another store has made since.
-		delete(clients.m, s.id)
-	}
-	clients.Unlock()
-	if last {
-		return s.client.Close()
+// release drops one store's use of s; the last closes the client.
+func release(s *shared) error {
+	if s.Release() {
+		return s.Value().Close()
 	}
 	return nil
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/rotation/faulttest"
 	"github.com/stateseal/stateseal/stores"
 	"github.com/stateseal/stateseal/stores/redis"
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
 )
 
 // The fault tests use the URLs a user would write: no timeout, retry or

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stateseal/stateseal/internal/share"
 )
 
 // Watch signals every write announced on the channel, and every time the
@@ -31,9 +33,10 @@ import (
 // primary), drops the old subscription, and signals every watcher.
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
-	h := join(s.client, s.Channel())
-	if !h.start() {
-		leave(h, nil)
+	e := join(s.client, s.Channel())
+	h := e.Value()
+	if !h.start(e.Forget) {
+		leave(e, nil)
 		close(out) // polling carries on
 		return out
 	}
@@ -45,7 +48,7 @@ func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 		case <-ctx.Done():
 		case <-h.done:
 		}
-		leave(h, out)
+		leave(e, out)
 		close(out)
 	}()
 	return out
@@ -63,7 +66,6 @@ type hubKey struct {
 // A hub is one subscription fanned out to every watcher of a channel.
 type hub struct {
 	key   hubKey
-	refs  int // guarded by hubs.mu
 	once  sync.Once
 	ok    bool
 	done  chan struct{} // closed when the subscription ends
@@ -75,41 +77,27 @@ type hub struct {
 	close sync.Once
 }
 
-var hubs = struct {
-	sync.Mutex
-	m map[hubKey]*hub
-}{m: map[hubKey]*hub{}}
+var hubs share.Map[hubKey, *hub]
 
 // join returns the hub for the channel, counting one more user.
-func join(c goredis.UniversalClient, channel string) *hub {
+func join(c goredis.UniversalClient, channel string) *share.Share[hubKey, *hub] {
 	k := hubKey{c, channel}
-	hubs.Lock()
-	defer hubs.Unlock()
-	h := hubs.m[k]
-	if h == nil {
-		h = &hub{key: k, done: make(chan struct{}), subs: map[chan struct{}]struct{}{}}
-		hubs.m[k] = h
-	}
-	h.refs++
-	return h
+	e, _ := hubs.Acquire(k, func() (*hub, error) {
+		return &hub{key: k, done: make(chan struct{}), subs: map[chan struct{}]struct{}{}}, nil
+	}, nil) // a hub not yet started holds nothing to close
+	return e
 }
 
 // leave drops a user (and its channel, if any); the last one closes the
 // subscription.
-func leave(h *hub, out chan struct{}) {
+func leave(e *share.Share[hubKey, *hub], out chan struct{}) {
+	h := e.Value()
 	if out != nil {
 		h.mu.Lock()
 		delete(h.subs, out)
 		h.mu.Unlock()
 	}
-	hubs.Lock()
-	h.refs--
-	last := h.refs == 0
-	if last && hubs.m[h.key] == h {
-		delete(hubs.m, h.key)
-	}
-	hubs.Unlock()
-	if last {
+	if e.Release() {
 		h.stop()
 	}
 }
@@ -127,8 +115,9 @@ func (h *hub) stop() {
 }
 
 // start subscribes, once per hub, and reports whether Redis confirmed it.
-// A hub that failed is forgotten, so that the next Watch tries again.
-func (h *hub) start() bool {
+// A hub that failed is forgotten (forget), so that the next Watch tries
+// again.
+func (h *hub) start(forget func()) bool {
 	h.once.Do(func() {
 		ps := h.key.client.Subscribe(context.Background(), h.key.channel)
 		h.mu.Lock()
@@ -138,11 +127,7 @@ func (h *hub) start() bool {
 		_, err := ps.Receive(c)
 		cancel()
 		if err != nil {
-			hubs.Lock()
-			if hubs.m[h.key] == h {
-				delete(hubs.m, h.key)
-			}
-			hubs.Unlock()
+			forget()
 			h.stop()
 			close(h.done)
 			return

@@ -9,7 +9,7 @@ import (
 	_ "github.com/stateseal/stateseal/backends/vault"
 
 	"github.com/stateseal/stateseal/internal/testservers"
-	"github.com/stateseal/stateseal/stores/storetest/faulttest"
+	"github.com/stateseal/stateseal/rotation/faulttest"
 )
 
 // TestVaultRaftFaults: a three-node Vault cluster on integrated storage
