@@ -103,3 +103,18 @@ func take(used *atomic.Int64, max, n int64) bool {
 	}
 	return true
 }
+
+var errTooLarge = errors.New("too large")
+
+// readBounded reads r whole, failing with errTooLarge past max bytes (0:
+// no bound).
+func readBounded(r io.Reader, max int64) ([]byte, error) {
+	if max <= 0 {
+		return io.ReadAll(r)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err == nil && int64(len(b)) > max {
+		return nil, errTooLarge
+	}
+	return b, err
+}

@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -162,60 +160,6 @@ func (g *Gateway) init() {
 	})
 }
 
-// exchange is what the gateway knows of one request while its response
-// comes back: the calls it made, by JSON-RPC id.
-type exchange struct {
-	g        *Gateway
-	st       *mrtr.States // loaded once: one exchange, one configuration
-	calls    map[string]*call
-	single   *call  // the one call of a request that is not a batch
-	lazy     []byte // the request, if inspect left it unread
-	sent     []byte // the body sent upstream, if the gateway read it
-	upstream int    // the index of the upstream chosen
-	version  string // MCP-Protocol-Version
-	r        *http.Request
-	w        *watched    // for the idle timeout
-	out      flushWriter // the client's ResponseWriter
-	// written: the transport began writing the single-use request (a
-	// header field into its buffer), so the upstream may have it.
-	written atomic.Bool
-}
-
-// A call is one JSON-RPC request sent upstream.
-type call struct {
-	id       jsontext.Value
-	req      mrtr.Request // Method is empty for a call that carries no state
-	mc       *mrtr.Call   // made on first use: the principal is looked up then
-	answered bool         // the client has its answer, the upstream's or an error of the gateway's
-	// upstreamAnswered: the answer is the upstream's, so the call ran;
-	// without it a single-use state is in doubt (settle).
-	upstreamAnswered bool
-}
-
-func (c *call) stateful() bool { return c.req.Method != "" }
-
-// mrtrCall returns the call's mrtr.Call, looking up the principal the
-// first time.
-func (ex *exchange) mrtrCall(c *call, st *mrtr.States) *mrtr.Call {
-	if c.mc == nil {
-		c.req.Principal = ex.g.principal(ex.r)
-		c.mc = st.Call(c.req)
-	}
-	return c.mc
-}
-
-func (g *Gateway) principal(r *http.Request) string {
-	if g.Principal == nil {
-		return ""
-	}
-	p, err := g.Principal.Principal(r)
-	if err != nil {
-		g.principalFailed(err)
-		return ""
-	}
-	return p
-}
-
 const (
 	headerVersion = "Mcp-Protocol-Version"
 	headerSession = "Mcp-Session-Id"
@@ -265,96 +209,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.sent = out
 	}
 	g.forward(ex, w, r, passthrough)
-}
-
-// settle ends the exchange of a single-use state: one the gateway gave to
-// the upstream, whose answer it never saw (the connection reset or went
-// silent mid-answer, the client or a shutdown cut it, the answer was
-// refused unread), may or may not have run, and its retry is told so
-// (reason "undetermined") rather than "replayed". A state taken back
-// (no upstream accepted the connection) is no longer Used; one whose
-// request the transport never began to write is taken back here.
-func (ex *exchange) settle() {
-	c := ex.single
-	if c == nil || c.mc == nil || !c.mc.Used() || c.upstreamAnswered {
-		return
-	}
-	ctx := context.WithoutCancel(ex.r.Context())
-	if !ex.written.Load() {
-		// Not a byte of it left the gateway: usable again.
-		c.mc.Release(ctx)
-		return
-	}
-	c.mc.Doubt(ctx)
-}
-
-// progress says something arrived from upstream, for the idle timeout.
-func (ex *exchange) progress() {
-	if ex.w != nil {
-		ex.w.last.Store(time.Now().UnixNano())
-	}
-}
-
-// The idle timeout is kept by one goroutine per gateway, which closes the
-// body of a response from which nothing arrived for IdleTimeout: the
-// read waiting on it fails, and the client gets its error. (A context and
-// a timer per request cost more CPU than all the sealing.) The time to
-// the response's headers is the transport's ResponseHeaderTimeout.
-type watchdog struct {
-	mu      sync.Mutex
-	watched map[*watched]struct{}
-	running bool
-}
-
-type watched struct {
-	body     io.Closer
-	last     atomic.Int64 // UnixNano of the last progress
-	timedOut atomic.Bool
-}
-
-var errIdle = errors.New("upstream idle past the timeout")
-
-func (d *watchdog) watch(w *watched, idle time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.watched == nil {
-		d.watched = map[*watched]struct{}{}
-	}
-	d.watched[w] = struct{}{}
-	if !d.running {
-		d.running = true
-		go d.run(idle)
-	}
-}
-
-func (d *watchdog) unwatch(w *watched) {
-	d.mu.Lock()
-	delete(d.watched, w)
-	d.mu.Unlock()
-}
-
-// run checks the watched responses until none is left.
-func (d *watchdog) run(idle time.Duration) {
-	tick := min(idle/4, time.Second)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for range t.C {
-		now := time.Now().UnixNano()
-		d.mu.Lock()
-		if len(d.watched) == 0 {
-			d.running = false
-			d.mu.Unlock()
-			return
-		}
-		for w := range d.watched {
-			if now-w.last.Load() >= int64(idle) {
-				w.timedOut.Store(true)
-				w.body.Close()
-				delete(d.watched, w)
-			}
-		}
-		d.mu.Unlock()
-	}
 }
 
 // refuseFraming answers a request the gateway does not read.
@@ -668,38 +522,4 @@ func methodOf(c *call) string {
 		return "other"
 	}
 	return c.req.Method
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
-var errTooLarge = errors.New("too large")
-
-// readBounded reads r whole, failing with errTooLarge past max bytes (0:
-// no bound).
-func readBounded(r io.Reader, max int64) ([]byte, error) {
-	if max <= 0 {
-		return io.ReadAll(r)
-	}
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err == nil && int64(len(b)) > max {
-		return nil, errTooLarge
-	}
-	return b, err
-}
-
-// progressReader restarts the exchange's idle timer as data arrives.
-type progressReader struct {
-	r  io.Reader
-	ex *exchange
-}
-
-func (p progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if n > 0 {
-		p.ex.progress()
-	}
-	return n, err
 }
