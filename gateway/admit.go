@@ -241,7 +241,7 @@ func admitResponse(resp *http.Response) (responseKind, string, error) {
 		if resp.ContentLength == 0 {
 			return respEmpty, "", nil
 		}
-		return respJSON, "", nil // read as JSON if it is, else as other (readResponse)
+		return respJSON, "", nil // read as JSON if it is, else as other (readAnswer)
 	}
 	mt, params, err := messageType(ct[0])
 	switch {

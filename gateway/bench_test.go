@@ -95,7 +95,7 @@ func BenchmarkGatewayWork(b *testing.B) {
 	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	round := func(req, resp []byte) []byte {
 		ex := &exchange{g: g, st: g.states.Load(), r: r, version: version2026}
-		if _, ref := g.inspect(ex, st, req); ref != nil {
+		if _, ref := inspect(ex, req); ref != nil {
 			b.Fatal(ref.rpcError)
 		}
 		body := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex)

@@ -11,22 +11,51 @@ import (
 )
 
 // exchange is what the gateway knows of one request while its response
-// comes back: the calls it made, by JSON-RPC id.
+// comes back: what each step of the walk (ServeHTTP) read, the calls it
+// made, by JSON-RPC id, and what it holds until the exchange ends.
 type exchange struct {
-	g        *Gateway
-	st       *mrtr.States // loaded once: one exchange, one configuration
-	calls    map[string]*call
-	single   *call  // the one call of a request that is not a batch
-	lazy     []byte // the request, if inspect left it unread
-	sent     []byte // the body sent upstream, if the gateway read it
-	upstream int    // the index of the upstream chosen
-	version  string // MCP-Protocol-Version
-	r        *http.Request
-	w        *watched    // for the idle timeout
-	out      flushWriter // the client's ResponseWriter
+	g       *Gateway
+	st      *mrtr.States // loaded once: one exchange, one configuration
+	r       *http.Request
+	version string // MCP-Protocol-Version
+	// passthrough: the request's path carries no MCP traffic, and its
+	// body goes upstream unread (admitRequest).
+	passthrough bool
+	body        []byte        // the request's body, if the gateway read it
+	req         clientRequest // what the message reader read of it
+	calls       map[string]*call
+	single      *call       // the one call of a request that is not a batch
+	lazy        []byte      // the request, if open left it unread
+	sent        []byte      // the body sent upstream, if the gateway read it
+	upstream    int         // the index of the upstream chosen
+	w           *watched    // for the idle timeout
+	out         flushWriter // the client's ResponseWriter
+	// Held until the exchange ends (end): the bytes taken from the
+	// request and response budgets, a pass-through body, a stream.
+	reqHeld, respHeld int64
+	unclosed          *unclosedBody
+	stream            *sseBody
 	// written: the transport began writing the single-use request (a
 	// header field into its buffer), so the upstream may have it.
 	written atomic.Bool
+}
+
+// end gives back what the exchange held, whichever way it ended, in
+// the order it was taken, last first; then settles a single-use state.
+func (ex *exchange) end() {
+	if ex.stream != nil {
+		ex.stream.Close()
+	}
+	ex.out.stop() // no header timer touches the ResponseWriter once ServeHTTP returns (flush.go)
+	ex.g.respInFlight.Add(-ex.respHeld)
+	if ex.w != nil {
+		ex.g.dog.unwatch(ex.w)
+	}
+	if ex.unclosed != nil {
+		ex.unclosed.Close()
+	}
+	ex.g.inFlight.Add(-ex.reqHeld)
+	ex.settle()
 }
 
 // A call is one JSON-RPC request sent upstream.

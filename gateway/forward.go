@@ -2,19 +2,14 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The gateway forwards a request itself, not through
@@ -198,180 +193,20 @@ func (b *unclosedBody) Close() error {
 	return nil
 }
 
-// forward sends the request upstream and gives the client what the
-// gateway read of the answer, or an error.
-func (g *Gateway) forward(ex *exchange, w http.ResponseWriter, r *http.Request, passthrough bool) {
-	out := g.outRequest(ex, r, passthrough)
+// forward is the walk's third step: it sends the request upstream
+// (outRequest, then roundTrip in upstreams.go) and returns the answer's
+// head, its hop-by-hop headers removed, for readAnswer.
+func (ex *exchange) forward() (*http.Response, error) {
+	out := ex.g.outRequest(ex, ex.r, ex.passthrough)
 	if b, ok := out.Body.(*unclosedBody); ok {
-		defer b.Close()
+		ex.unclosed = b // closed when the exchange ends
 	}
-	resp, err := g.roundTrip(ex, out)
+	resp, err := ex.g.roundTrip(ex, out)
 	if err != nil {
-		g.upstreamFailed(w, ex, err)
-		return
+		return nil, err
 	}
-	// readResponse watches the response for the idle timeout; it ends
-	// with the exchange, whatever the way out.
-	defer func() {
-		if ex.w != nil {
-			g.dog.unwatch(ex.w)
-		}
-	}()
 	// Before the response is read: the headers the gateway reads its
 	// framing from are the ones the client gets.
 	removeHopByHop(resp.Header)
-	rr, err := g.readResponse(ex, resp)
-	defer g.respInFlight.Add(-rr.held) // the body is held until the client has it
-	if err != nil {
-		resp.Body.Close()
-		g.upstreamFailed(w, ex, err)
-		return
-	}
-	ex.out.ResponseWriter = w
-	defer ex.out.stop() // no header timer touches w once ServeHTTP returns (flush.go)
-	dst := ex.out.Header()
-	// The headers that say how to read the body are the gateway's own,
-	// from what it read (headers.go).
-	copyResponseHeaders(dst, resp.Header)
-	if rr.ctype != "" {
-		dst["Content-Type"] = ctypeHeader(rr.ctype)
-	}
-	if rr.stream == nil {
-		if rr.body != nil {
-			dst["Content-Length"] = []string{strconv.Itoa(len(rr.body))}
-		}
-		ex.out.WriteHeader(resp.StatusCode)
-		ex.out.Write(rr.body)
-		return
-	}
-	stream := rr.stream
-	defer stream.Close()
-	ex.out.stream = true
-	ex.out.WriteHeader(resp.StatusCode)
-	if err := stream.writeTo(&ex.out); err != nil {
-		// The client has part of the stream: ending it cleanly would
-		// tell it the stream is whole. A server recovers this panic and
-		// cuts the connection (as ReverseProxy does).
-		if r.Context().Value(http.ServerContextKey) != nil {
-			panic(http.ErrAbortHandler)
-		}
-	}
-}
-
-// readResponse reads the upstream's answer, or refuses it: a JSON body
-// (or one of another type, or none) read whole and sealed, returned as
-// body; an SSE stream returned as stream, to be read, sealed and written
-// event by event. held is what the body took from the response budget,
-// given back by the caller when the client has it, even on error.
-func (g *Gateway) readResponse(ex *exchange, resp *http.Response) (rr readResult, err error) {
-	kind, ctype, err := admitResponse(resp)
-	if err != nil {
-		return rr, err
-	}
-	if ex.r.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
-		kind = respEmpty // no body, whatever its headers say
-	}
-	if g.IdleTimeout > 0 {
-		ex.w = &watched{body: resp.Body}
-		ex.progress()
-		g.dog.watch(ex.w, g.IdleTimeout)
-	}
-	switch kind {
-	case respSSE:
-		return readResult{ctype: ctype, stream: newSSEReader(resp.Body, ex)}, nil
-	case respEmpty:
-		resp.Body.Close()
-		if ex.r.Method == http.MethodHead {
-			// The type of the body a GET would get, as the gateway
-			// would write it.
-			rr.ctype = ctype
-		}
-		return rr, nil
-	}
-	if g.MaxResponseBytes > 0 && resp.ContentLength > g.MaxResponseBytes {
-		return rr, fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
-	}
-	body, held, err := readBudgeted(progressReader{resp.Body, ex}, resp.ContentLength, g.MaxResponseBytes, g.MaxResponseBytesInFlight, &g.respInFlight)
-	rr.held = held
-	resp.Body.Close()
-	if err != nil && ex.w != nil && ex.w.timedOut.Load() {
-		err = errIdle
-	}
-	switch {
-	case errors.Is(err, errTooLarge):
-		return rr, fmt.Errorf("%w: a JSON response over %d bytes", errUpstreamResponse, g.MaxResponseBytes)
-	case errors.Is(err, errBudget):
-		return rr, fmt.Errorf("%w: the gateway holds %d bytes of responses, its bound (-max-response-bytes-in-flight)", errResponseBudget, g.MaxResponseBytesInFlight)
-	case err != nil:
-		return rr, fmt.Errorf("%w: %w", errUpstreamRead, err)
-	}
-	untyped := ctype == "" && kind == respJSON
-	switch {
-	case untyped && !looksJSON(body):
-		// Read as a body of another type, and typed as the text the
-		// gateway checked it is: untyped, a server would sniff a type
-		// for it, a client a charset.
-		kind, ctype = respOther, otherType("text/plain")
-	case untyped:
-		// Read as JSON: the client is told so, rather than left to
-		// sniff a type of its own.
-		ctype = "application/json"
-	}
-	rr.ctype = ctype
-	if kind == respOther {
-		rr.body = body
-		return rr, checkOther(body)
-	}
-	rr.body, err = ex.rewriteBody(body)
-	return rr, err
-}
-
-// A readResult is what readResponse read of an answer.
-type readResult struct {
-	body   []byte   // a body read whole, to write as it is
-	stream *sseBody // or a stream, to write event by event
-	ctype  string   // the Content-Type to write; "" for none
-	held   int64    // bytes of body taken from the response budget
-}
-
-// ctypeHeader is the header value for the Content-Type the gateway
-// writes, shared for the usual two.
-func ctypeHeader(ct string) []string {
-	switch ct {
-	case "application/json":
-		return jsonType
-	case "text/event-stream":
-		return sseType
-	}
-	return []string{ct}
-}
-
-// upstreamFailed answers a request whose upstream failed: a JSON-RPC
-// error for its call if it was one.
-func (g *Gateway) upstreamFailed(w http.ResponseWriter, ex *exchange, err error) {
-	g.Stats.UpstreamErrors.Add(1)
-	status, msg := http.StatusBadGateway, "upstream unavailable"
-	switch {
-	case errors.Is(err, errNoUpstream):
-		msg = errNoUpstream.Error()
-	case errors.Is(err, errUpstreamResponse):
-		g.Stats.Malformed.Add(1)
-		msg = errUpstreamResponse.Error()
-	case errors.Is(err, errResponseBudget):
-		// The upstream answered; the gateway cannot hold the answer.
-		status, msg = http.StatusServiceUnavailable, "upstream response dropped: "+errResponseBudget.Error()
-	case errors.Is(err, errIdle), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		status, msg = http.StatusGatewayTimeout, "upstream timed out"
-	}
-	g.logger().Warn("gateway: upstream failed", "status", status, "err", err)
-	if ex.calls == nil {
-		http.Error(w, msg, status)
-		return
-	}
-	ex.resolve()
-	var id jsontext.Value
-	if ex.single != nil {
-		id = ex.single.id
-	}
-	writeJSON(w, status, errorMessage(id, rpcError{Code: codeInternalError, Message: msg}))
+	return resp, nil
 }

@@ -24,9 +24,9 @@ import (
 )
 
 // FuzzGatewayParsers feeds the gateway's three parsers what a client and
-// an upstream could send: a request body (read by inspect, which finds
+// an upstream could send: a request body (read by readMessages and open, which find
 // method, target, arguments and params.requestState), and an upstream
-// response read both as a JSON body (rewriteBody) and as an SSE stream
+// response read both as a JSON body (readJSON, seal) and as an SSE stream
 // (sseReader). In a request, the placeholders @T1@, @T2@ and @T3@ become
 // valid tokens sealed for a tools/call, a prompts/get and a
 // resources/read, so that the fuzzer works with states that open.
@@ -235,13 +235,13 @@ func (fx *fuzzFixture) request() *exchange {
 // response parsers always run.
 func (fx *fuzzFixture) inspect(t *testing.T, body []byte) (*exchange, []byte, bool) {
 	ex := fx.request()
-	out, ref := fx.g.inspect(ex, fx.st, body)
+	out, ref := inspect(ex, body)
 	if ref == nil {
 		return ex, out, true
 	}
 	ex = fx.request()
 	first := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","arguments":{"seats":2}}}`)
-	out, ref = fx.g.inspect(ex, fx.st, first)
+	out, ref = inspect(ex, first)
 	if ref != nil {
 		t.Fatalf("a first round refused: %v", ref.rpcError)
 	}
@@ -270,7 +270,7 @@ func (fx *fuzzFixture) check(t *testing.T, req, resp []byte) {
 	}
 
 	// The response as a JSON body.
-	if body, err := ex.rewriteBody(resp); err == nil {
+	if body, err := sealJSON(ex, resp); err == nil {
 		if !jsontext.Value(body).IsValid() {
 			t.Fatalf("response rewritten into invalid JSON: %q", body)
 		}

@@ -1,18 +1,12 @@
 package gateway
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -168,198 +162,48 @@ const (
 	version2026   = "2026-07-28"
 )
 
-// ServeHTTP proxies one request, in one pass: read the request or
-// refuse it (admitRequest, then the message reader), open its state,
-// forward it (forward.go), read the answer or refuse it (readResponse,
-// admitResponse), seal, write. A JSON answer is read whole; an SSE stream is read, sealed
-// and written event by event.
+// ServeHTTP proxies one request, in one pass that reads top to bottom,
+// each step in a file named for it: read the request or refuse it
+// (read.go: admitRequest, readBody, then the message reader), open its
+// state (open.go), forward it (forward.go), read the answer or refuse it
+// (answer.go: admitResponse, then the body or the stream), seal it
+// (seal.go), write it (write.go). A step that refuses returns why, and
+// refuse (refuse.go) answers the client; end (exchange.go) gives back
+// what the exchange held, whichever way it ends. A JSON answer is read
+// and sealed whole; an SSE stream is read, sealed and written event by
+// event, by a reader that has the exchange as its sealer (sse.go).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
-	st := g.states.Load()
+	st := g.states.Load() // once: one exchange, one configuration
 	if st == nil {
 		http.Error(w, "gateway: no keyset loaded yet", http.StatusServiceUnavailable)
 		return
 	}
 	ex := &exchange{g: g, st: st, r: r, version: r.Header.Get(headerVersion)}
-	defer ex.settle()
-	passthrough, ferr := g.admitRequest(r)
-	if ferr != nil {
-		g.refuseFraming(w, ferr)
+	defer ex.end()
+	if err := ex.read(w); err != nil {
+		ex.refuse(w, err)
 		return
 	}
-	if !passthrough && r.Method == http.MethodPost {
-		body, held, err := g.readBody(w, r)
-		defer g.inFlight.Add(-held) // the body is held until the exchange ends
-		if err != nil {
-			g.refuseFraming(w, err)
-			return
-		}
-		out, refusal := g.inspect(ex, st, body)
-		if refusal != nil {
-			g.Stats.Refused.Add(1)
-			status := http.StatusOK
-			// Since 2026-07-28 the go-sdk answers -32602 with HTTP 400
-			// (SEP-2575), and so does the gateway.
-			if refusal.Code == codeInvalidParams && ex.version >= version2026 || refusal.Code == codeParseError || refusal.Code == codeInvalidRequest {
-				status = http.StatusBadRequest
-			}
-			writeJSON(w, status, errorMessage(refusal.id, refusal.rpcError))
-			return
-		}
-		ex.sent = out
-	}
-	g.forward(ex, w, r, passthrough)
-}
-
-// refuseFraming answers a request the gateway does not read.
-func (g *Gateway) refuseFraming(w http.ResponseWriter, e *framingError) {
-	g.Stats.Refused.Add(1)
-	if e.status == http.StatusMethodNotAllowed {
-		w.Header().Set("Allow", "POST, GET, HEAD, DELETE, OPTIONS")
-	}
-	switch e.status {
-	case http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable:
-		// The rest of the body is not read: the connection ends.
-		w.Header().Set("Connection", "close")
-	}
-	if e.status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, e.status, errorMessage(nil, rpcError{Code: codeInvalidRequest, Message: "gateway: " + e.msg}))
-}
-
-func writeJSON(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
-}
-
-const parseErrorMessage = "parse error: the gateway reads JSON strictly (no member named twice, valid UTF-8, no JSON-RPC member name in another case)"
-
-type refusal struct {
-	id jsontext.Value
-	rpcError
-}
-
-// inspect reads the request's message (or batch) with readRequest, opens
-// the state a state-carrying call brings, and returns the body to send
-// upstream, or the refusal to send the client instead.
-func (g *Gateway) inspect(ex *exchange, st *mrtr.States, body []byte) ([]byte, *refusal) {
-	ex.calls = map[string]*call{}
-	req, id, err := readRequest(body)
-	if err != nil {
-		return nil, &refusal{id: id, rpcError: rpcError{Code: codeParseError, Message: parseErrorMessage}}
-	}
-	if req.unread {
-		// Its response most likely carries no state either: the request
-		// is read only if it does (resolve).
-		ex.single, ex.lazy = &call{}, body
-		return body, nil
-	}
-	if req.batch {
-		for i := range req.msgs {
-			if _, _, ref := g.open(ex, st, &req.msgs[i]); ref != nil {
-				return nil, ref
-			}
-		}
-		return body, nil
-	}
-	out, c, ref := g.open(ex, st, &req.msg)
-	if ref != nil {
-		return nil, ref
-	}
-	ex.single = c
-	if out == nil {
-		return body, nil // unchanged, byte for byte
-	}
-	return out, nil
-}
-
-// resolve reads the request that inspect left unread, when its response
-// turns out to need it: to seal a state under its binding, or to name its
-// id in an error. A request the gateway cannot read strictly gets no
-// state sealed (the result becomes "cannot seal requestState").
-func (ex *exchange) resolve() {
-	body := ex.lazy
-	if body == nil {
+	if err := ex.open(); err != nil {
+		ex.refuse(w, err)
 		return
 	}
-	ex.lazy = nil
-	q, err := readLazily(body, validValue(body)) // validated by readRequest
+	resp, err := ex.forward()
 	if err != nil {
+		ex.refuse(w, err)
 		return
 	}
-	_, c, _ := ex.g.open(ex, ex.st, &q)
-	if c == nil {
+	a, err := ex.readAnswer(resp)
+	if err != nil {
+		ex.refuse(w, err)
 		return
 	}
-	answered, upstreamAnswered := ex.single.answered, ex.single.upstreamAnswered
-	*ex.single = *c
-	ex.single.answered, ex.single.upstreamAnswered = answered, upstreamAnswered
-	ex.calls[idKey(c.id)] = ex.single
-}
-
-// open registers the call q makes (nil for a notification or a
-// response) and opens the state it brings. It returns the message to
-// send if it changed, or a refusal.
-func (g *Gateway) open(ex *exchange, st *mrtr.States, q *clientMessage) ([]byte, *call, *refusal) {
-	var c *call
-	if q.call {
-		c = &call{id: q.id}
-		ex.calls[idKey(q.id)] = c
+	if err := ex.seal(&a); err != nil {
+		ex.refuse(w, err)
+		return
 	}
-	if q.refuse {
-		return nil, nil, &refusal{id: q.id, rpcError: stateError(st.Refuse(mrtr.Request{Method: q.method, Label: mrtr.Unknown}))}
-	}
-	if !q.stateful {
-		return nil, c, nil
-	}
-	if ref := routingMismatch(ex.r.Header, q); ref != nil {
-		return nil, nil, ref
-	}
-	c.req = mrtr.Request{Method: q.method, Target: q.target, Arguments: q.args}
-	switch {
-	case g.known[q.target]:
-		c.req.Label = q.target
-	case q.method == mrtr.MethodReadResource:
-		// A resource URI is the client's, without bound (one template
-		// serves any number): metrics and logs name it only if the
-		// configuration does. A tool or prompt is named once the state
-		// authenticates: the upstream answered for it.
-		c.req.Label = mrtr.Unknown
-	}
-	if g.BindSession {
-		c.req.Session = ex.r.Header.Get(headerSession)
-	}
-	if q.state == "" {
-		return nil, c, nil // absent: the first round
-	}
-	plain, err := ex.mrtrCall(c, st).Open(ex.r.Context(), q.state)
-	if err != nil {
-		return nil, nil, &refusal{id: q.id, rpcError: stateError(err)}
-	}
-	out, err := q.withState(plain)
-	if err != nil {
-		return nil, nil, &refusal{id: q.id, rpcError: stateError(errBadState)}
-	}
-	return out, c, nil
-}
-
-// routingMismatch refuses a call whose Mcp-Method or Mcp-Name header
-// (MCP 2026-07-28 sends both, for routing) names another method or
-// target than its body: an upstream that routes by the header would run
-// another tool than the one the state is bound to, with its state. An
-// absent header is the client's choice (earlier versions send none).
-func routingMismatch(h http.Header, q *clientMessage) *refusal {
-	for _, hv := range [...]struct{ name, want, what string }{{headerMethod, q.method, "method"}, {headerName, q.target, q.targetKey}} {
-		v, ok := h[hv.name]
-		if ok && (len(v) != 1 || v[0] != hv.want) {
-			return &refusal{id: q.id, rpcError: rpcError{Code: codeInvalidRequest,
-				Message: "gateway: the " + hv.name + " header does not match the request's " + hv.what}}
-		}
-	}
-	return nil
+	ex.write(w, resp, &a)
 }
 
 // Header values the gateway sets on every request, shared: a header's
@@ -370,156 +214,3 @@ var (
 	sseType          = []string{"text/event-stream"}
 	identityEncoding = []string{"identity"}
 )
-
-var (
-	errUpstreamResponse = errors.New("malformed upstream response")
-	errUpstreamRead     = errors.New("upstream response failed")
-	// errResponseBudget is a response the gateway had no memory left to
-	// hold (MaxResponseBytesInFlight).
-	errResponseBudget = errors.New("the gateway is holding as many responses as it may")
-)
-
-// rewriteBody seals the state of every result in a JSON body: one message
-// or a batch.
-func (ex *exchange) rewriteBody(body []byte) ([]byte, error) {
-	msgs, batch, err := readUpstreamBody(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
-	}
-	if batch && ex.single != nil {
-		// A client reads each element as a message: one of them may
-		// be the call's answer, which the gateway would not have read.
-		return nil, fmt.Errorf("%w: a batch answering a request that is not one", errUpstreamResponse)
-	}
-	// readUpstreamBody validated the body, and with it every message.
-	if !batch {
-		out, err := ex.rewriteMessage(body, validValue(body))
-		if err != nil || out == nil {
-			return body, err
-		}
-		return out, nil
-	}
-	changed := false
-	out := make([][]byte, len(msgs))
-	for i, raw := range msgs {
-		m, err := ex.rewriteMessage(raw, raw) // inside the valid body
-		if err != nil {
-			return nil, err
-		}
-		out[i] = raw
-		if m != nil {
-			out[i], changed = m, true
-		}
-	}
-	if !changed {
-		return body, nil
-	}
-	return joinArray(out), nil
-}
-
-// rewriteMessage seals the state of one message from upstream if it is a
-// result that carries one. It returns nil if the message is unchanged.
-// A message that names a call of the exchange marks it answered. valid
-// is raw as validated already, or nil.
-func (ex *exchange) rewriteMessage(raw []byte, valid validValue) ([]byte, error) {
-	if ex.single != nil {
-		if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-			return nil, fmt.Errorf("%w: a batch answering a request that is not one", errUpstreamResponse)
-		}
-	}
-	if ex.single != nil && !hasState(raw) {
-		// The common case: the one call's response, without state,
-		// passed unchanged; marked answered if it is the call's
-		// (another id answers nothing: the call still gets its error
-		// if the stream breaks, and its state's use is in doubt).
-		if !ex.single.answered && mayAnswer(raw) && ex.answersSingle(raw, valid) {
-			ex.single.answered, ex.single.upstreamAnswered = true, true
-		}
-		return nil, nil
-	}
-	ex.resolve()
-	u, err := readUpstreamMessage(raw, valid)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUpstreamResponse, err)
-	}
-	var c *call
-	if u.answers {
-		if c = ex.calls[idKey(u.id)]; c != nil {
-			c.answered, c.upstreamAnswered = true, true
-		}
-	}
-	if u.stray {
-		// A requestState the gateway would not seal: its plaintext must
-		// not reach the client.
-		ex.g.logger().Error("gateway: upstream sent a requestState outside a result's own; refusing it", "method", methodOf(c))
-		if u.answers {
-			return errorMessage(u.id, strayError), nil
-		}
-		return nil, fmt.Errorf("%w: a notification or request carrying a requestState", errUpstreamResponse)
-	}
-	if u.state == "" {
-		return nil, nil
-	}
-	st := ex.st
-	if c == nil || !c.stateful() {
-		// A state for a request that cannot carry one back (another
-		// method, a batch, an id the gateway did not send): its
-		// plaintext must not reach the client.
-		ex.g.logger().Error("gateway: upstream returned a requestState for a request that cannot carry state; answering an error", "method", methodOf(c))
-		return errorMessage(u.id, sealError), nil
-	}
-	tok, err := ex.mrtrCall(c, st).Seal(u.state)
-	if err != nil {
-		method, target := c.req.Method, mrtr.Unknown
-		switch {
-		case !ex.g.sealLog.allow():
-			// Logged at most once a second: clients choose how often.
-		case errors.Is(err, mrtr.ErrNoPrincipal):
-			// mrtr's advice names its Go option; a gateway's user sets a flag.
-			ex.g.logger().Warn("gateway: cannot seal requestState for a request without a principal (its credentials were refused or absent: see the reason logged, and sealgate_principal_failures_total); -principal anonymous binds states to no user", "method", method)
-		default:
-			ex.g.logger().Error("gateway: cannot seal requestState; failing the request", "method", method, "target", target, "err", err)
-		}
-		return errorMessage(u.id, sealError), nil
-	}
-	out, err := u.withState(tok)
-	if err != nil {
-		return errorMessage(u.id, sealError), nil
-	}
-	ex.g.Stats.Sealed.Add(1)
-	return out, nil
-}
-
-// answersSingle reports whether raw, a message from upstream without a
-// state, is a response to the exchange's one call: its id read, not
-// guessed from the bytes. valid is raw as validated, or nil.
-func (ex *exchange) answersSingle(raw []byte, valid validValue) bool {
-	ex.resolve() // the call's id, if the request was left unread
-	if ex.single.id == nil {
-		return false
-	}
-	if valid == nil {
-		var err error
-		if valid, err = validated(raw); err != nil {
-			return false
-		}
-	}
-	m, err := splitObject(valid)
-	if err != nil {
-		return false
-	}
-	id, ok := m.get("id")
-	_, isResult := m.get("result")
-	_, isError := m.get("error")
-	return ok && (isResult || isError) && idKey(id) == idKey(ex.single.id)
-}
-
-func methodOf(c *call) string {
-	if c == nil {
-		return "unknown id"
-	}
-	if c.req.Method == "" {
-		return "other"
-	}
-	return c.req.Method
-}

@@ -45,3 +45,27 @@ func sealctl(t *testing.T, dir string, args ...string) string {
 	}
 	return string(out)
 }
+
+// inspect runs the walk's read of a body and open on ex, as ServeHTTP
+// does: the body to send upstream, or the refusal.
+func inspect(ex *exchange, body []byte) ([]byte, *refusal) {
+	err := ex.readMessages(body)
+	if err == nil {
+		err = ex.open()
+	}
+	if err != nil {
+		return nil, err.(*refusal)
+	}
+	return ex.sent, nil
+}
+
+// sealJSON runs the walk's reading of a JSON answer and its seal on ex,
+// as ServeHTTP does: the body the client gets, or why it is refused.
+func sealJSON(ex *exchange, body []byte) ([]byte, error) {
+	var a answer
+	err := ex.readJSON(&a, body)
+	if err == nil {
+		err = ex.seal(&a)
+	}
+	return a.body, err
+}

@@ -270,7 +270,7 @@ func (s *sseReader) process() {
 		s.out = append(s.out, ev...)
 		return
 	}
-	msg, err := s.ex.rewriteMessage(data, nil)
+	msg, err := s.ex.sealMessage(data, nil)
 	if err != nil {
 		s.fail(err)
 		return
