@@ -29,7 +29,7 @@ type answer struct {
 // or refuses it (admitResponse, admit.go, then the body): a JSON body (or
 // one of another type, or none) read whole and checked, for seal; an SSE
 // stream given to a reader that reads, seals and writes it event by
-// event (sse.go). What a body takes from
+// event, with the exchange as its sealer (sse.go). What a body takes from
 // the response budget is given back when the exchange ends.
 func (ex *exchange) readAnswer(resp *http.Response) (a answer, err error) {
 	g := ex.g
@@ -48,7 +48,7 @@ func (ex *exchange) readAnswer(resp *http.Response) (a answer, err error) {
 	}
 	switch kind {
 	case respSSE:
-		a.ctype, a.stream = ctype, newSSEReader(resp.Body, ex)
+		a.ctype, a.stream = ctype, newSSEReader(resp.Body, g, ex)
 		ex.stream = a.stream // closed when the exchange ends
 		return a, nil
 	case respEmpty:
@@ -67,7 +67,7 @@ func (ex *exchange) readAnswer(resp *http.Response) (a answer, err error) {
 	body, held, err := readBudgeted(progressReader{resp.Body, ex}, resp.ContentLength, g.MaxResponseBytes, g.MaxResponseBytesInFlight, &g.respInFlight)
 	ex.respHeld = held // the body is held until the client has it
 	resp.Body.Close()
-	if err != nil && ex.w != nil && ex.w.timedOut.Load() {
+	if err != nil && ex.timedOut() {
 		err = errIdle
 	}
 	switch {

@@ -98,7 +98,7 @@ func BenchmarkGatewayWork(b *testing.B) {
 		if _, ref := inspect(ex, req); ref != nil {
 			b.Fatal(ref.rpcError)
 		}
-		body := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex)
+		body := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex.g, ex)
 		var out bytes.Buffer
 		testkit.Check(body.writeTo(&out))
 		body.Close()

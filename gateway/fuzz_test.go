@@ -286,7 +286,7 @@ func (fx *fuzzFixture) check(t *testing.T, req, resp []byte) {
 	// same request.
 	ex, out, _ = fx.inspect(t, req)
 	failed0 := fx.g.Stats.UpstreamErrors.Load()
-	rc := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex)
+	rc := newSSEReader(io.NopCloser(bytes.NewReader(resp)), ex.g, ex)
 	var buf bytes.Buffer
 	err := rc.writeTo(&buf)
 	rc.Close()

@@ -82,6 +82,9 @@ func (ex *exchange) progress() {
 	}
 }
 
+// timedOut reports whether the idle timeout ended the response.
+func (ex *exchange) timedOut() bool { return ex.w != nil && ex.w.timedOut.Load() }
+
 // progressReader restarts the exchange's idle timer as data arrives.
 type progressReader struct {
 	r  io.Reader

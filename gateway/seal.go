@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/stateseal/stateseal/mrtr"
 )
@@ -40,6 +43,57 @@ func (ex *exchange) seal(a *answer) error {
 		a.body = joinArray(out)
 	}
 	return nil
+}
+
+// A streamSealer is what an SSE reader (sse.go) asks of the exchange
+// whose stream it reads, event by event: the reader frames the events,
+// the exchange seals their messages and knows which calls still wait
+// for an answer.
+type streamSealer interface {
+	// sealMessage is seal's for one message: nil if it is unchanged.
+	sealMessage(raw []byte, valid validValue) ([]byte, error)
+	// allAnswered reports whether every call has had its response.
+	allAnswered() bool
+	// unanswered marks answered the calls still waiting and returns
+	// their ids, in order: each gets an error event as the stream ends.
+	unanswered() []jsontext.Value
+	// progress says something arrived, for the idle timeout; timedOut,
+	// that the stream ended for want of it.
+	progress()
+	timedOut() bool
+}
+
+// allAnswered reports whether every call has had its response.
+func (ex *exchange) allAnswered() bool {
+	if ex.single != nil {
+		return ex.single.answered
+	}
+	for _, c := range ex.calls {
+		if !c.answered {
+			return false
+		}
+	}
+	return true
+}
+
+// unanswered marks answered the calls still waiting, and returns their
+// ids in the order of their keys.
+func (ex *exchange) unanswered() []jsontext.Value {
+	ex.resolve()
+	keys := make([]string, 0, len(ex.calls))
+	for k, c := range ex.calls {
+		if !c.answered {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	ids := make([]jsontext.Value, len(keys))
+	for i, k := range keys {
+		c := ex.calls[k]
+		c.answered = true
+		ids[i] = c.id
+	}
+	return ids
 }
 
 // sealMessage seals the state of one message from upstream if it is a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"sync"
 )
 
@@ -20,13 +19,15 @@ import (
 // JSON-RPC error event for every call the upstream had not answered, and
 // the stream ends: never a hang, never a half event.
 type sseReader struct {
-	src  io.ReadCloser
-	br   *bufio.Reader
-	ex   *exchange
-	out  []byte
-	ev   []byte
-	done bool
-	bom  bool // at the start of the stream, where a BOM may be
+	src io.ReadCloser
+	br  *bufio.Reader
+	// sealer is the exchange the stream answers: it seals each event's
+	// message, and says which calls still wait for an answer.
+	sealer streamSealer
+	out    []byte
+	ev     []byte
+	done   bool
+	bom    bool // at the start of the stream, where a BOM may be
 	// held is what the buffers ev and out took from the gateway's
 	// response budget (MaxResponseBytesInFlight), given back on release.
 	held int64
@@ -53,9 +54,9 @@ func (b *sseBody) Close() error {
 	return s.release()
 }
 
-func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
+func newSSEReader(src io.ReadCloser, g *Gateway, sealer streamSealer) *sseBody {
 	s := sseReaders.Get().(*sseReader)
-	s.src, s.ex, s.g, s.done, s.bom = src, ex, ex.g, false, true
+	s.src, s.sealer, s.g, s.done, s.bom = src, sealer, g, false, true
 	s.br.Reset(src)
 	s.out, s.ev = s.out[:0], s.ev[:0]
 	return &sseBody{s}
@@ -64,7 +65,7 @@ func newSSEReader(src io.ReadCloser, ex *exchange) *sseBody {
 // release closes the upstream body and gives the reader back to the pool.
 func (s *sseReader) release() error {
 	err := s.src.Close()
-	s.src, s.ex = nil, nil
+	s.src, s.sealer = nil, nil
 	s.g.respInFlight.Add(-s.held)
 	s.held, s.g = 0, nil
 	s.br.Reset(nil)
@@ -117,7 +118,7 @@ func (s *sseReader) appendEvent(line []byte) bool {
 // next reads one event and appends what the client gets to s.out.
 func (s *sseReader) next() {
 	s.ev = s.ev[:0]
-	max := s.ex.g.MaxEventBytes
+	max := s.g.MaxEventBytes
 	cont := false // line is the rest of a line longer than the buffer
 	for {
 		line, err := s.br.ReadSlice('\n')
@@ -128,7 +129,7 @@ func (s *sseReader) next() {
 			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 		}
 		if len(line) > 0 {
-			s.ex.progress()
+			s.sealer.progress()
 			if max > 0 && int64(len(s.ev)+len(line)) > max {
 				s.fail(fmt.Errorf("%w (%d bytes)", errEventTooLarge, max))
 				return
@@ -245,7 +246,7 @@ func (s *sseReader) process() {
 		s.fail(fmt.Errorf("%w: an SSE field %q the gateway does not read", errUpstreamResponse, short(string(f))))
 		return
 	}
-	if passesUnread(ev, s.ex.allAnswered()) {
+	if passesUnread(ev, s.sealer.allAnswered()) {
 		s.out = append(s.out, ev...)
 		return
 	}
@@ -270,7 +271,7 @@ func (s *sseReader) process() {
 		s.out = append(s.out, ev...)
 		return
 	}
-	msg, err := s.ex.sealMessage(data, nil)
+	msg, err := s.sealer.sealMessage(data, nil)
 	if err != nil {
 		s.fail(err)
 		return
@@ -305,50 +306,26 @@ var errSSEBudget = fmt.Errorf("%w (an SSE event)", errResponseBudget)
 func (s *sseReader) fail(err error) {
 	s.done = true
 	s.src.Close()
-	ex := s.ex
 	msg := "upstream response failed"
 	switch {
 	case errors.Is(err, errUpstreamResponse):
-		ex.g.Stats.Malformed.Add(1)
+		s.g.Stats.Malformed.Add(1)
 		msg = errUpstreamResponse.Error()
 	case errors.Is(err, errEventTooLarge):
 		msg = "upstream SSE event too large"
 	case errors.Is(err, errResponseBudget):
 		// Not "try again": the upstream may have acted on the call.
 		msg = "upstream response dropped: " + errResponseBudget.Error()
-	case ex.w != nil && ex.w.timedOut.Load():
+	case s.sealer.timedOut():
 		msg = "upstream timed out"
 	}
-	ex.g.Stats.UpstreamErrors.Add(1)
-	ex.g.logger().Warn("gateway: upstream stream ended", "err", err)
-	ex.resolve()
-	keys := make([]string, 0, len(ex.calls))
-	for k, c := range ex.calls {
-		if !c.answered {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		c := ex.calls[k]
-		c.answered = true
+	s.g.Stats.UpstreamErrors.Add(1)
+	s.g.logger().Warn("gateway: upstream stream ended", "err", err)
+	for _, id := range s.sealer.unanswered() {
 		s.out = append(s.out, "event: message\ndata: "...)
-		s.out = append(s.out, errorMessage(c.id, rpcError{Code: codeInternalError, Message: msg})...)
+		s.out = append(s.out, errorMessage(id, rpcError{Code: codeInternalError, Message: msg})...)
 		s.out = append(s.out, "\n\n"...)
 	}
-}
-
-// allAnswered reports whether every call has had its response.
-func (ex *exchange) allAnswered() bool {
-	if ex.single != nil {
-		return ex.single.answered
-	}
-	for _, c := range ex.calls {
-		if !c.answered {
-			return false
-		}
-	}
-	return true
 }
 
 // writeTo writes the stream to w event by event, each in one Write,
