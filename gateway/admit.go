@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stateseal/stateseal/internal/jsonscan"
 )
 
 // The HTTP framing the gateway reads, and what it refuses. A request or
@@ -326,6 +328,6 @@ func bareState(b []byte) bool {
 
 // looksJSON reports whether an untyped body is a JSON object or array.
 func looksJSON(b []byte) bool {
-	t := bytes.TrimLeft(b, " \t\r\n")
-	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && validJSON(b)
+	i := jsonscan.SkipSpace(b, 0)
+	return i < len(b) && (b[i] == '{' || b[i] == '[') && validJSON(b)
 }

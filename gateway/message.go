@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/stateseal/stateseal/internal/jsonscan"
 	"github.com/stateseal/stateseal/mrtr"
 )
 
@@ -71,8 +72,7 @@ type clientRequest struct {
 // errParse (with the id of the message, if one was read) for a body some
 // upstream might read a state in that the gateway cannot.
 func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
+	if startsArray(body) {
 		// A JSON-RPC batch (protocol versions before 2025-06-18): no call
 		// in it may carry state, and none is sealed for.
 		req.batch = true
@@ -120,6 +120,13 @@ func readRequest(body []byte) (req clientRequest, id jsontext.Value, err error) 
 		return req, req.msg.id, err
 	}
 	return req, nil, nil
+}
+
+// startsArray reports whether b, past JSON's blanks, starts an array: a
+// batch.
+func startsArray(b []byte) bool {
+	i := jsonscan.SkipSpace(b, 0)
+	return i < len(b) && b[i] == '['
 }
 
 // readLazily reads one message of the client's, which readRequest left
@@ -221,8 +228,7 @@ func readUpstreamBody(body []byte) (msgs []validValue, batch bool, err error) {
 	if err != nil {
 		return nil, false, errors.New("not JSON")
 	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '[' {
+	if !startsArray(body) {
 		return nil, false, nil
 	}
 	if !hasState(body) {

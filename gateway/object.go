@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/stateseal/stateseal/internal/jsonscan"
 )
 
 // The mechanics of reading and writing one JSON object without decoding
@@ -130,23 +132,14 @@ func joinArray(elems [][]byte) []byte {
 
 // A scanner walks JSON that is known to be valid: it finds where values
 // end, and never decides whether they are well formed, nor what a name
-// may be (message.go's checkNames).
+// may be (message.go's readObject).
 type scanner struct {
 	b     validValue
 	i     int
 	child object // room for the members of params or result
 }
 
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\r', '\n':
-			s.i++
-		default:
-			return
-		}
-	}
-}
+func (s *scanner) space() { s.i = jsonscan.SkipSpace(s.b, s.i) }
 
 // object reads the object at s.i into o; top says it is the message,
 // whose params or result is read too.

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sort"
@@ -102,7 +101,7 @@ func (ex *exchange) unanswered() []jsontext.Value {
 // is raw as validated already, or nil.
 func (ex *exchange) sealMessage(raw []byte, valid validValue) ([]byte, error) {
 	if ex.single != nil {
-		if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if startsArray(raw) {
 			return nil, fmt.Errorf("%w: a batch answering a request that is not one", errUpstreamResponse)
 		}
 	}

@@ -2,10 +2,11 @@ package gateway
 
 import (
 	"bytes"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/stateseal/stateseal/internal/jsonscan"
 )
 
 // validJSON reports whether b is one JSON value as jsontext.Value.IsValid
@@ -30,7 +31,7 @@ func validJSON(b []byte) bool {
 	var frameBuf [16]frame
 	var nameBuf [manyNames][]byte
 	stack, names := frameBuf[:0], nameBuf[:0]
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 value:
 	if i >= len(b) {
 		return false
@@ -41,7 +42,7 @@ value:
 			return false
 		}
 		stack = append(stack, frame{object: c == '{', start: len(names)})
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if i < len(b) && b[i] == closing(c) {
 			stack = stack[:len(stack)-1]
 			i++
@@ -80,7 +81,7 @@ value:
 		i = end
 	}
 after:
-	i = skipSpace(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	if len(stack) == 0 {
 		return i == len(b)
 	}
@@ -89,7 +90,7 @@ after:
 	}
 	switch object := stack[len(stack)-1].object; b[i] {
 	case ',':
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if object {
 			goto name
 		}
@@ -146,11 +147,11 @@ name:
 				names = names[:top.start]
 			}
 		}
-		i = skipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		goto value
 	}
 }
@@ -170,18 +171,6 @@ func closing(open byte) byte {
 	return ']'
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
 // scanString checks the string that starts at b[i] (a quote) and returns
 // the index past its closing quote, and whether it has an escape.
 func scanString(b []byte, i int) (end int, escaped, ok bool) {
@@ -192,31 +181,11 @@ func scanString(b []byte, i int) (end int, escaped, ok bool) {
 			return i + 1, escaped, true
 		case c == '\\':
 			escaped = true
-			if i+1 >= len(b) {
+			_, n := jsonscan.Unescape(b[i:])
+			if n == 0 {
 				return 0, false, false
 			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				r1, ok := hex4(b, i+2)
-				if !ok {
-					return 0, false, false
-				}
-				i += 6
-				if utf16.IsSurrogate(r1) {
-					if i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' {
-						return 0, false, false
-					}
-					r2, ok := hex4(b, i+2)
-					if !ok || utf16.DecodeRune(r1, r2) == utf8.RuneError {
-						return 0, false, false
-					}
-					i += 6
-				}
-			default:
-				return 0, false, false
-			}
+			i += n
 		case c < ' ':
 			return 0, false, false
 		case c < utf8.RuneSelf:
@@ -230,27 +199,6 @@ func scanString(b []byte, i int) (end int, escaped, ok bool) {
 		}
 	}
 	return 0, false, false
-}
-
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // scanNumber checks the number that starts at b[i], RFC 8259's grammar,

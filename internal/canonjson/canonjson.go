@@ -23,6 +23,8 @@ import (
 	"slices"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/stateseal/stateseal/internal/jsonscan"
 )
 
 // Errors. Each is returned wrapped, with where the problem is. Which one a
@@ -122,16 +124,7 @@ func (c *canon) syntax(what string) error {
 	return fmt.Errorf("%w: %s at byte %d", ErrSyntax, what, c.i)
 }
 
-func (c *canon) ws() {
-	for c.i < len(c.in) {
-		switch c.in[c.i] {
-		case ' ', '\t', '\r', '\n':
-			c.i++
-		default:
-			return
-		}
-	}
-}
+func (c *canon) ws() { c.i = jsonscan.SkipSpace(c.in, c.i) }
 
 // value reads the value at c.i, which lies at the given depth (the depth
 // of a container it opens).
@@ -483,7 +476,7 @@ func (c *canon) string(isName bool) error {
 			c.i = j + 1
 			return nil
 		case b == '\\':
-			r, n := unescape(in[j:])
+			r, n := jsonscan.Unescape(in[j:])
 			if n == 0 {
 				c.i = j
 				return c.syntax("invalid escape")
@@ -509,69 +502,6 @@ func (c *canon) string(isName bool) error {
 			i = j + n
 		}
 	}
-}
-
-// unescape decodes the escape at the start of s and returns the character
-// and the bytes it took, or 0 bytes if it is not a valid escape: an
-// unknown letter, short hex, or a surrogate that is not part of a pair.
-func unescape(s []byte) (rune, int) {
-	if len(s) < 2 {
-		return 0, 0
-	}
-	switch s[1] {
-	case '"', '\\', '/':
-		return rune(s[1]), 2
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r, ok := hex4(s[2:])
-		switch {
-		case !ok:
-			return 0, 0
-		case r < 0xD800 || r >= 0xE000:
-			return r, 6
-		case r >= 0xDC00: // a low surrogate first
-			return 0, 0
-		}
-		if len(s) < 12 || s[6] != '\\' || s[7] != 'u' {
-			return 0, 0
-		}
-		lo, ok := hex4(s[8:])
-		if !ok || lo < 0xDC00 || lo >= 0xE000 {
-			return 0, 0
-		}
-		return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12
-	}
-	return 0, 0
-}
-
-func hex4(s []byte) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, b := range s[:4] {
-		switch {
-		case '0' <= b && b <= '9':
-			b -= '0'
-		case 'a' <= b && b <= 'f':
-			b -= 'a' - 10
-		case 'A' <= b && b <= 'F':
-			b -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(b)
-	}
-	return r, true
 }
 
 // appendEscaped appends r as RFC 8785 writes it inside a string.
