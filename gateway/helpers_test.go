@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/keyring"
@@ -68,4 +72,50 @@ func sealJSON(ex *exchange, body []byte) ([]byte, error) {
 		err = ex.seal(&a)
 	}
 	return a.body, err
+}
+
+// jsonMarshal writes the messages tests send, as go-json-experiment does.
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// strayModel is strayState read by jsontext token by token, the
+// reference the cutter's walk (eachName) is held to: raw is valid JSON.
+func strayModel(raw []byte) bool {
+	stray, err := walkTokens(jsontext.NewDecoder(bytes.NewReader(raw)), true, false)
+	return stray || err != nil
+}
+
+// walkTokens reads one value from dec, reporting a stray requestState in
+// it; top says it is the message, result that it is the message's
+// result.
+func walkTokens(dec *jsontext.Decoder, top, result bool) (bool, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return false, err
+	}
+	switch tok.Kind() {
+	case '{':
+		for dec.PeekKind() != '}' {
+			nt, err := dec.ReadToken()
+			if err != nil {
+				return false, err
+			}
+			name := nt.String()
+			if foldsTo(name, "requeststate") && !(result && name == "requestState") {
+				return true, nil
+			}
+			if stray, err := walkTokens(dec, false, top && name == "result"); stray || err != nil {
+				return stray, err
+			}
+		}
+	case '[':
+		for dec.PeekKind() != ']' {
+			if stray, err := walkTokens(dec, false, false); stray || err != nil {
+				return stray, err
+			}
+		}
+	default:
+		return false, nil
+	}
+	_, err = dec.ReadToken()
+	return false, err
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -279,7 +278,7 @@ func readUpstreamMessage(raw []byte, valid validValue) (upstreamMessage, error) 
 	if !hasState(raw) {
 		return u, nil
 	}
-	if !onlyResultState(raw, m) && strayState(raw) {
+	if !onlyResultState(raw, m) && strayState(valid) {
 		u.stray = true
 		return u, nil
 	}
@@ -555,62 +554,18 @@ func onlyResultState(raw []byte, m object) bool {
 	return ok
 }
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
-
-// strayState reports whether the message raw (valid JSON) has a member
-// whose name a parser may read as requestState (in any case, with ſ for
-// s, with '_' or '-', escaped) anywhere but as the member requestState of its result: in
-// error.data, nested deeper in a result, in a notification's or a server
-// request's params. The gateway seals only a result's own requestState,
-// so any other would reach the client in plaintext: the message is
-// refused instead. Called only when hasState(raw).
-func strayState(raw []byte) bool {
-	dec := decoders.Get().(*jsontext.Decoder)
-	defer func() {
-		dec.Reset(bytes.NewBuffer(nil))
-		decoders.Put(dec)
-	}()
-	dec.Reset(bytes.NewBuffer(raw))
-	stray, err := walkNames(dec, true, false)
-	return stray || err != nil
-}
-
-// walkNames reads one value from dec, reporting a stray requestState in
-// it; top says it is the message, result that it is the message's
-// result.
-func walkNames(dec *jsontext.Decoder, top, result bool) (bool, error) {
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return false, err
-	}
-	switch tok.Kind() {
-	case '{':
-		for dec.PeekKind() != '}' {
-			nt, err := dec.ReadToken()
-			if err != nil {
-				return false, err
-			}
-			name := nt.String()
-			if foldsTo(name, "requeststate") && !(result && name == "requestState") {
-				return true, nil
-			}
-			if stray, err := walkNames(dec, false, top && name == "result"); stray || err != nil {
-				return stray, err
-			}
-		}
-	case '[':
-		for dec.PeekKind() != ']' {
-			if stray, err := walkNames(dec, false, false); stray || err != nil {
-				return stray, err
-			}
-		}
-	default:
-		return false, nil
-	}
-	_, err = dec.ReadToken()
-	return false, err
+// strayState reports whether the message v has a member whose name a
+// parser may read as requestState (in any case, with ſ for s, with '_'
+// or '-', escaped) anywhere but as the member requestState of its
+// result: in error.data, nested deeper in a result, in a notification's
+// or a server request's params. The gateway seals only a result's own
+// requestState, so any other would reach the client in plaintext: the
+// message is refused instead. Called only when hasState(v); the cutter
+// walks the names (eachName), this decides.
+func strayState(v validValue) bool {
+	return eachName(v, func(name string, inResult bool) bool {
+		return foldsTo(name, "requeststate") && !(inResult && name == "requestState")
+	})
 }
 
 // strayError replaces a response carrying a requestState elsewhere than

@@ -73,8 +73,19 @@ func TestStrayState(t *testing.T) {
 		if err != nil {
 			m = nil // the walk alone decides
 		}
-		if got := !onlyResultState([]byte(tc.msg), m) && strayState([]byte(tc.msg)); got != tc.stray {
+		v, err := validated([]byte(tc.msg))
+		if err != nil {
+			// A name twice: readUpstreamMessage refuses it before.
+			if !tc.stray {
+				t.Errorf("%s: invalid, want it valid and without a stray state", tc.msg)
+			}
+			continue
+		}
+		if got := !onlyResultState([]byte(tc.msg), m) && strayState(v); got != tc.stray {
 			t.Errorf("%s: stray %v, want %v", tc.msg, got, tc.stray)
+		}
+		if got, want := strayState(v), strayModel(v); got != want {
+			t.Errorf("%s: the cutter's walk finds a stray state %v, jsontext's %v", tc.msg, got, want)
 		}
 	}
 }

@@ -130,6 +130,56 @@ func joinArray(elems [][]byte) []byte {
 	return append(b, ']')
 }
 
+// eachName calls f with every member name in v (unescaped), at every
+// depth, and whether it names a member of the object that is v's member
+// result, until f returns true; it reports whether f did. It reads v
+// byte by byte without recursion: v may nest as deep as validJSON
+// allows.
+func eachName(v validValue, f func(name string, inResult bool) bool) bool {
+	// The containers open: whether each is an object, and the object
+	// that is the top object's result.
+	type open struct{ object, result bool }
+	var buf [16]open
+	stack := buf[:0]
+	s := scanner{b: v}
+	// name: a string here is a member name; result: the value here is
+	// the top object's member result.
+	name, result := false, false
+	for s.space(); s.i < len(v); s.space() {
+		switch c := v[s.i]; c {
+		case '{', '[':
+			stack = append(stack, open{object: c == '{', result: result && c == '{'})
+			name, result = c == '{', false
+			s.i++
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+			name = false
+			s.i++
+		case ',':
+			name = stack[len(stack)-1].object
+			s.i++
+		case ':':
+			s.i++
+		case '"':
+			start := s.i
+			escaped := s.str()
+			if !name {
+				result = false
+				continue
+			}
+			n, err := memberName(v[start:s.i], escaped)
+			if err != nil || f(n, stack[len(stack)-1].result) {
+				return true // (valid JSON unquotes)
+			}
+			name, result = false, len(stack) == 1 && n == "result"
+		default: // a number, true, false or null
+			s.value()
+			result = false
+		}
+	}
+	return false
+}
+
 // A scanner walks JSON that is known to be valid: it finds where values
 // end, and never decides whether they are well formed, nor what a name
 // may be (message.go's readObject).
