@@ -640,3 +640,111 @@ func (fx *fuzzFixture) checkStream(t *testing.T, ex *exchange, fwd, in, out []by
 		seen[key] = true
 	}
 }
+
+// FuzzReaders feeds arbitrary bytes to the gateway's readers directly,
+// not through net/http (whose server recovers a handler's panic) and
+// with no recover of its own: the message readers (readRequest,
+// readLazily, readUpstreamBody, readUpstreamMessage), the validator and,
+// on what it accepts, the cutter (splitObject, splitArray, readObject,
+// eachName), the SSE field readers and the media type readers. That none
+// panics is the first property; with it:
+//
+//   - a reader accepts only what the validator does (validJSON, as
+//     jsontext.Value.IsValid reads it), and the cutter's pieces of a
+//     valid value are valid values;
+//   - the cutter's walk of names finds a stray requestState exactly when
+//     jsontext's token walk does (strayModel), and never in a message
+//     the byte test (hasState) passes unparsed;
+//   - a message written back (marshal) is valid JSON.
+func FuzzReaders(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book","requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"requestState":"s","content":[{"RequestState":1}]}}`,
+		`[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"requestState":"x"}}]`,
+		`{"id":"\u0041","result":{"request\u0053tate":"s"},"error":{"data":{"request_state":1}}}`,
+		`{"a":[{"b":{"c":[1,2,{"requestState":"s"}]}}],"result":[{"requestState":"s"}]}`,
+		`{"params":{"name":"x"`, `[1,`, `{"a":"\`, `"\ud83d"`, `{"a" 1}`, `[[[[[[[[[[`, ` {} `, `nul`,
+		"data: {\"id\":1}\nevent: message\nid: 1\r\n\r\n:c\n", "\xef\xbb\xbfdata\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		valid := validJSON(b)
+		if req, _, err := readRequest(b); err == nil && !valid {
+			t.Fatalf("readRequest accepted invalid JSON (unread %v)", req.unread)
+		}
+		if _, err := readLazily(b, nil); err == nil && !valid {
+			t.Fatal("readLazily accepted invalid JSON")
+		}
+		msgs, _, err := readUpstreamBody(b)
+		if err == nil && !valid {
+			t.Fatal("readUpstreamBody accepted invalid JSON")
+		}
+		for _, m := range msgs {
+			if !validJSON(m) {
+				t.Fatalf("readUpstreamBody cut an invalid message %q", m)
+			}
+			_, _ = readUpstreamMessage(m, m) // only that it returns
+		}
+		if u, err := readUpstreamMessage(b, nil); err == nil {
+			if !valid {
+				t.Fatal("readUpstreamMessage accepted invalid JSON")
+			}
+			if u.state != "" {
+				if out, err := u.withState("sealed"); err == nil && !validJSON(out) {
+					t.Fatalf("a sealed message written as invalid JSON: %q", out)
+				}
+			}
+		}
+		if m, err := parseObject(b); err == nil && !validJSON(m.marshal()) {
+			t.Fatalf("an object written back as invalid JSON: %q", m.marshal())
+		}
+		checkCutter(t, b, valid)
+		// The SSE and media type readers take any bytes.
+		_, _ = dataValue(b)
+		_, _ = unknownField(b)
+		_ = loneCR(b)
+		_, _, _ = messageType(string(b))
+		_ = checkOther(b)
+		_ = looksJSON(b)
+		_ = hasState(b)
+		_ = mayAnswer(b)
+	})
+}
+
+// checkCutter runs the cutter on b if the validator accepts it.
+func checkCutter(t *testing.T, b []byte, valid bool) {
+	v, err := validated(b)
+	if (err == nil) != valid {
+		t.Fatalf("validated and validJSON disagree: %v, %v", err, valid)
+	}
+	if err != nil {
+		return
+	}
+	if got, want := strayState(v), strayModel(v); got != want {
+		t.Fatalf("the cutter's walk finds a stray requestState %v, jsontext's %v", got, want)
+	}
+	if !hasState(v) && strayState(v) {
+		t.Fatal("a stray requestState in a message the byte test passes unparsed")
+	}
+	if o, err := splitObject(v); err == nil {
+		for _, m := range o {
+			if !validJSON(m.val) {
+				t.Fatalf("member %q cut as invalid JSON %q", m.name, m.val)
+			}
+		}
+		if id, ok := o.get("id"); ok && plainID(id) {
+			_ = idKey(id)
+		}
+	}
+	_, _ = readObject(v)
+	elems, err := splitArray(v, maxBatch)
+	if err == nil && !startsArray(v) {
+		t.Fatal("splitArray cut a value that is not an array")
+	}
+	for _, e := range elems {
+		if !validJSON(e) {
+			t.Fatalf("element cut as invalid JSON %q", e)
+		}
+	}
+}

@@ -59,6 +59,9 @@ go test ./seal -run '^$' -fuzz '^FuzzDigestModel$' -fuzztime "$FUZZTIME"
 go test ./gateway -run '^$' -fuzz '^FuzzGatewayParsers$' -fuzztime "$FUZZTIME"
 # The gateway's strict JSON reader against jsontext's.
 go test ./gateway -run '^$' -fuzz '^FuzzValidJSON$' -fuzztime "$FUZZTIME"
+# The gateway's readers and cutter fed any bytes directly, with no recover
+# between them and the fuzzer: no input panics.
+go test ./gateway -run '^$' -fuzz '^FuzzReaders$' -fuzztime "$FUZZTIME"
 # statescan's reading and rewriting of a server's requestState.
 go test ./scan/internal/stateform -run '^$' -fuzz '^FuzzForm$' -fuzztime "$FUZZTIME"
 go test ./scan/internal/wire -run '^$' -fuzz '^FuzzRead$' -fuzztime "$FUZZTIME"
