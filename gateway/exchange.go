@@ -21,8 +21,6 @@ type exchange struct {
 	// passthrough: the request's path carries no MCP traffic, and its
 	// body goes upstream unread (admitRequest).
 	passthrough bool
-	body        []byte        // the request's body, if the gateway read it
-	req         clientRequest // what the message reader read of it
 	calls       map[string]*call
 	single      *call       // the one call of a request that is not a batch
 	lazy        []byte      // the request, if open left it unread

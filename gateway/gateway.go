@@ -181,11 +181,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ex := &exchange{g: g, st: st, r: r, version: r.Header.Get(headerVersion)}
 	defer ex.end()
-	if err := ex.read(w); err != nil {
+	req, err := ex.read(w)
+	if err != nil {
 		ex.refuse(w, err)
 		return
 	}
-	if err := ex.open(); err != nil {
+	if err := ex.open(&req); err != nil {
 		ex.refuse(w, err)
 		return
 	}

@@ -53,9 +53,9 @@ func sealctl(t *testing.T, dir string, args ...string) string {
 // inspect runs the walk's read of a body and open on ex, as ServeHTTP
 // does: the body to send upstream, or the refusal.
 func inspect(ex *exchange, body []byte) ([]byte, *refusal) {
-	err := ex.readMessages(body)
+	req, err := ex.readMessages(body)
 	if err == nil {
-		err = ex.open()
+		err = ex.open(&req)
 	}
 	if err != nil {
 		return nil, err.(*refusal)

@@ -6,20 +6,19 @@ import (
 	"github.com/stateseal/stateseal/mrtr"
 )
 
-// open is the walk's second step: it registers the calls the request
-// read makes, opens the state a call brings (openMessage), and sets the
-// body to send upstream (ex.sent); or refuses the request (a *refusal).
-// A request whose body was not read (a pass-through path, a GET) opens
-// nothing.
-func (ex *exchange) open() error {
+// open is the walk's second step: it registers the calls of the
+// request read (req), opens the state a call brings (openMessage), and
+// replaces the body to send upstream (ex.sent) if that changed it; or
+// refuses the request (a *refusal). A request whose body was not read (a
+// pass-through path, a GET) opens nothing.
+func (ex *exchange) open(req *clientRequest) error {
 	if ex.calls == nil {
 		return nil
 	}
-	req := &ex.req
 	if req.unread {
 		// Its response most likely carries no state either: the request
 		// is read only if it does (resolve).
-		ex.single, ex.lazy, ex.sent = &call{}, ex.body, ex.body
+		ex.single, ex.lazy = &call{}, ex.sent
 		return nil
 	}
 	if req.batch {
@@ -28,16 +27,15 @@ func (ex *exchange) open() error {
 				return ref
 			}
 		}
-		ex.sent = ex.body
 		return nil
 	}
 	out, c, ref := ex.openMessage(&req.msg)
 	if ref != nil {
 		return ref
 	}
-	ex.single, ex.sent = c, out
-	if out == nil {
-		ex.sent = ex.body // unchanged, byte for byte
+	ex.single = c
+	if out != nil {
+		ex.sent = out // else unchanged, byte for byte
 	}
 	return nil
 }
