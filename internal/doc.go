@@ -1,6 +1,7 @@
 // Package internal holds, in its subpackages, only code that every layer
 // of this module builds on: the wire format (envelope, keysetjson,
-// canonjson), small helpers the plug-ins share (schemes, redact,
+// canonjson, and jsonscan, the JSON scanning it shares with the
+// gateway's reader), small helpers the plug-ins share (schemes, redact,
 // localkek, loopback, vaultclient, keymaterial, share), and what every
 // test shares (testkit, testservers). Nothing here imports a package of a
 // layer above it (seal, keyset, stores, replay, rotation, mrtr, gateway,
