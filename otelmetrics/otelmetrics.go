@@ -15,7 +15,8 @@
 //	states.opened     counter    method, target
 //	states.rejected   counter    method, target, reason (invalid, expired, replayed, unavailable)
 //	replays.blocked   counter    method, target: single-use states refused as used
-//	operation.duration histogram op (seal, open), seconds: digest and single-use check included
+//	operation.duration histogram op (seal, open), seconds: digest and single-use check included;
+//	                             buckets DurationBuckets, 1 µs to 1 s
 //	keyset.reloads    counter    result (ok, error)
 //	keyset.primary_key_id gauge  key_id: the key that seals now
 //	keyset.version    gauge      the version loaded
@@ -42,6 +43,22 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
+
+// DurationBuckets are the upper bounds, in seconds, of the
+// operation.duration histogram's buckets: 1, 2.5 and 5 in each decade from
+// 1 µs to 1 s. A seal or an open takes a few microseconds, a single-use
+// check against Redis tens to hundreds of microseconds, and a guard's
+// check is cut at its timeout (500 ms by default); OpenTelemetry's
+// default buckets (5 to 10,000) would put every operation in the first.
+var DurationBuckets = []float64{
+	1e-6, 2.5e-6, 5e-6,
+	1e-5, 2.5e-5, 5e-5,
+	1e-4, 2.5e-4, 5e-4,
+	1e-3, 2.5e-3, 5e-3,
+	1e-2, 2.5e-2, 5e-2,
+	0.1, 0.25, 0.5,
+	1,
+}
 
 // A Metrics is an mrtr.Metrics (and mrtr.LatencyMetrics) that records to
 // OpenTelemetry instruments.
@@ -93,7 +110,8 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 		return nil, err
 	}
 	m.duration, err = m.meter.Float64Histogram("stateseal.operation.duration",
-		metric.WithDescription("time to seal or open a request state"), metric.WithUnit("s"))
+		metric.WithDescription("time to seal or open a request state"), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	if err != nil {
 		return nil, err
 	}
