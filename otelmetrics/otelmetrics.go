@@ -20,6 +20,9 @@
 //	keyset.reloads    counter    result (ok, error)
 //	keyset.primary_key_id gauge  key_id: the key that seals now
 //	keyset.version    gauge      the version loaded
+//	keyset.stale_in   gauge      seconds until the installed keyset's freshness window ends
+//	                             (keyset.Health.Expires); negative after. Alert well before 0:
+//	                             at 0 every instance loading it turns unready at once
 //
 // A key id is shown as logs, sealctl and keysets show it: eight lower-case
 // hex digits (keyring.FormatID), in the primary_key_id gauge's key_id
@@ -35,6 +38,7 @@ package otelmetrics
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -181,7 +185,22 @@ func (m *Metrics) ObserveLoader(l *keyset.Loader, ring *keyring.Ring) error {
 	onReload, onError := l.OnReload, l.OnError
 	ok := metric.WithAttributes(attribute.String("result", "ok"))
 	failed := metric.WithAttributes(attribute.String("result", "error"))
+	// The expiry as installed, kept here: reading the loader's Health
+	// at collection would wait on a poll that hangs on its store.
+	var expires atomic.Int64 // UnixNano; 0: no freshness window
+	if e := l.Health().Expires; !e.IsZero() {
+		expires.Store(e.UnixNano())
+	}
+	now := l.Options.Now
+	if now == nil {
+		now = time.Now
+	}
 	l.OnReload = func(ks *keyset.Keyset) {
+		if ks.Expires.IsZero() {
+			expires.Store(0)
+		} else {
+			expires.Store(ks.Expires.UnixNano())
+		}
 		m.reloads.Add(context.Background(), 1, ok)
 		if onReload != nil {
 			onReload(ks)
@@ -203,13 +222,21 @@ func (m *Metrics) ObserveLoader(l *keyset.Loader, ring *keyring.Ring) error {
 	if err != nil {
 		return err
 	}
+	staleIn, err := m.meter.Float64ObservableGauge("stateseal.keyset.stale_in", metric.WithUnit("s"),
+		metric.WithDescription("seconds until the installed keyset's freshness window ends (negative after): then every instance loading it turns unready at once, unless sealctl refresh or a scheduler rewrote it"))
+	if err != nil {
+		return err
+	}
 	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if e := expires.Load(); e != 0 {
+			o.ObserveFloat64(staleIn, time.Unix(0, e).Sub(now()).Seconds())
+		}
 		snap := ring.Current()
 		o.ObserveInt64(version, int64(snap.Version()))
 		if k, err := snap.Primary(time.Now()); err == nil {
 			o.ObserveInt64(primary, int64(k.ID), metric.WithAttributes(attribute.String("key_id", keyring.FormatID(k.ID))))
 		}
 		return nil
-	}, primary, version)
+	}, primary, version, staleIn)
 	return err
 }
