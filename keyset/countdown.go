@@ -63,5 +63,5 @@ func (l *Loader) countdown() {
 	l.countdownMark = mark
 	l.logger().Warn("stateseal keyset goes stale soon: nothing has refreshed it; run sealctl refresh (or a rotation.Scheduler) before it expires, or this instance, and every other one loading it, stops being ready",
 		"store", l.name(), "keyset", ks.ID, "version", ks.Version,
-		"expires", ks.Expires.Format(time.RFC3339), "in", left.Round(time.Minute).String())
+		"expires", ks.Expires.Format(time.RFC3339), "in", left.Round(time.Second).String())
 }
