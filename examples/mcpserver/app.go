@@ -50,7 +50,7 @@ func newApp(c config) (*app, error) {
 	if a.metrics, err = otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))); err != nil {
 		return nil, err
 	}
-	if c.singleUse != "" && !c.noSeal {
+	if c.singleUse != "" {
 		if a.guard, err = guard(c.replay); err != nil {
 			return nil, err
 		}

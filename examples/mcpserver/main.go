@@ -81,6 +81,10 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	// The line naming /mcp, which scripts wait for, comes once the
+	// keyset loaded (app.install): until then the server answers 503.
+	a.addr = ln.Addr().String()
+	log.Printf("listening at http://%s (/healthz, /readyz, /metrics); /mcp once the keyset loads", a.addr)
 	srv := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
 	loaded := make(chan struct{})
 	go func() { defer close(loaded); a.load(ctx) }()
@@ -90,10 +94,6 @@ func run(c config) error {
 		defer cancel()
 		srv.Shutdown(shut)
 	}()
-	// The line naming /mcp, which scripts wait for, comes once the
-	// keyset loaded (app.install): until then the server answers 503.
-	a.addr = ln.Addr().String()
-	log.Printf("listening at http://%s (/healthz, /readyz, /metrics); /mcp once the keyset loads", a.addr)
 	err = srv.Serve(ln)
 	stop() // a listener that failed ends the loader too
 	<-loaded
