@@ -115,14 +115,14 @@ func (a *app) load(ctx context.Context) {
 	if err := a.metrics.ObserveLoader(l, ring); err != nil {
 		log.Printf("keyset metrics: %v", err)
 	}
-	a.loader.Store(l)
 	if err := a.install(ring); err != nil {
 		msg := err.Error()
 		a.loadErr.Store(&msg)
-		a.loader.Store(nil)
 		log.Printf("cannot serve: %v", err)
 		return
 	}
+	// Ready from here: the handler and the ring are in place.
+	a.loader.Store(l)
 	a.loadErr.Store(nil)
 	l.Run(ctx, a.c.poll)
 }
@@ -184,8 +184,8 @@ func (a *app) report(ctx context.Context) healthReport {
 	switch l := a.loader.Load(); {
 	case l != nil:
 		r.Health = l.Health()
-	case a.mcp.Load() != nil:
-		r.Health = keyset.Health{Ready: true} // no -keyset
+	case a.c.keyset == "" && a.mcp.Load() != nil:
+		r.Health = keyset.Health{Ready: true} // an in-memory key
 	default:
 		if e := a.loadErr.Load(); e != nil {
 			r.Error = *e
