@@ -77,6 +77,11 @@ func TestStartsWhileRedisDown(t *testing.T) {
 	if in.logCount("keyset load recovered after") != 1 || in.logCount("MCP server at") != 1 {
 		t.Fatalf("no recovery line, or no ready line:\n%s", testkit.Must(readLog(in)))
 	}
+	for line := range strings.SplitSeq(testkit.Must(readLog(in)), "\n") {
+		if strings.Contains(line, "keyset load recovered after") {
+			t.Log(line)
+		}
+	}
 	_, body = get(t, url, "/healthz")
 	var hz healthReport
 	testkit.Check(json.Unmarshal([]byte(body), &hz))
