@@ -178,6 +178,10 @@ type Loader struct {
 	pinned        string                 // the keyset id that loads
 	seen          map[string]seenVersion // the highest version installed, per keyset id
 
+	// For the recovery and countdown lines (countdown.go).
+	failingSince  time.Time // when lastErr was last set after none
+	countdownMark string    // the expiry and days or hours left, as last warned
+
 	// For Health.
 	installed, lastCheck, storeSeen, kmsSeen time.Time
 	lastErr                                  error
@@ -370,6 +374,7 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) error {
 // until the next success or another failure, not at every tick; Reload
 // reports every time.
 func (l *Loader) reload(ctx context.Context, force bool) error {
+	defer l.afterReload(l.lastErr)
 	err := l.read(ctx, force)
 	// The installed keyset is checked at every poll, whether or not the
 	// store changed or answered: a store writer who keeps putting back the

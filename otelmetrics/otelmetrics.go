@@ -15,10 +15,14 @@
 //	states.opened     counter    method, target
 //	states.rejected   counter    method, target, reason (invalid, expired, replayed, unavailable)
 //	replays.blocked   counter    method, target: single-use states refused as used
-//	operation.duration histogram op (seal, open), seconds: digest and single-use check included
+//	operation.duration histogram op (seal, open), seconds: digest and single-use check included;
+//	                             buckets DurationBuckets, 1 µs to 1 s
 //	keyset.reloads    counter    result (ok, error)
 //	keyset.primary_key_id gauge  key_id: the key that seals now
 //	keyset.version    gauge      the version loaded
+//	keyset.stale_in   gauge      seconds until the installed keyset's freshness window ends
+//	                             (keyset.Health.Expires); negative after. Alert well before 0:
+//	                             at 0 every instance loading it turns unready at once
 //
 // A key id is shown as logs, sealctl and keysets show it: eight lower-case
 // hex digits (keyring.FormatID), in the primary_key_id gauge's key_id
@@ -34,6 +38,7 @@ package otelmetrics
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -42,6 +47,22 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 )
+
+// DurationBuckets are the upper bounds, in seconds, of the
+// operation.duration histogram's buckets: 1, 2.5 and 5 in each decade from
+// 1 µs to 1 s. A seal or an open takes a few microseconds, a single-use
+// check against Redis tens to hundreds of microseconds, and a guard's
+// check is cut at its timeout (500 ms by default); OpenTelemetry's
+// default buckets (5 to 10,000) would put every operation in the first.
+var DurationBuckets = []float64{
+	1e-6, 2.5e-6, 5e-6,
+	1e-5, 2.5e-5, 5e-5,
+	1e-4, 2.5e-4, 5e-4,
+	1e-3, 2.5e-3, 5e-3,
+	1e-2, 2.5e-2, 5e-2,
+	0.1, 0.25, 0.5,
+	1,
+}
 
 // A Metrics is an mrtr.Metrics (and mrtr.LatencyMetrics) that records to
 // OpenTelemetry instruments.
@@ -93,7 +114,8 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 		return nil, err
 	}
 	m.duration, err = m.meter.Float64Histogram("stateseal.operation.duration",
-		metric.WithDescription("time to seal or open a request state"), metric.WithUnit("s"))
+		metric.WithDescription("time to seal or open a request state"), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +185,22 @@ func (m *Metrics) ObserveLoader(l *keyset.Loader, ring *keyring.Ring) error {
 	onReload, onError := l.OnReload, l.OnError
 	ok := metric.WithAttributes(attribute.String("result", "ok"))
 	failed := metric.WithAttributes(attribute.String("result", "error"))
+	// The expiry as installed, kept here: reading the loader's Health
+	// at collection would wait on a poll that hangs on its store.
+	var expires atomic.Int64 // UnixNano; 0: no freshness window
+	if e := l.Health().Expires; !e.IsZero() {
+		expires.Store(e.UnixNano())
+	}
+	now := l.Options.Now
+	if now == nil {
+		now = time.Now
+	}
 	l.OnReload = func(ks *keyset.Keyset) {
+		if ks.Expires.IsZero() {
+			expires.Store(0)
+		} else {
+			expires.Store(ks.Expires.UnixNano())
+		}
 		m.reloads.Add(context.Background(), 1, ok)
 		if onReload != nil {
 			onReload(ks)
@@ -185,13 +222,21 @@ func (m *Metrics) ObserveLoader(l *keyset.Loader, ring *keyring.Ring) error {
 	if err != nil {
 		return err
 	}
+	staleIn, err := m.meter.Float64ObservableGauge("stateseal.keyset.stale_in", metric.WithUnit("s"),
+		metric.WithDescription("seconds until the installed keyset's freshness window ends (negative after): then every instance loading it turns unready at once, unless sealctl refresh or a scheduler rewrote it"))
+	if err != nil {
+		return err
+	}
 	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if e := expires.Load(); e != 0 {
+			o.ObserveFloat64(staleIn, time.Unix(0, e).Sub(now()).Seconds())
+		}
 		snap := ring.Current()
 		o.ObserveInt64(version, int64(snap.Version()))
 		if k, err := snap.Primary(time.Now()); err == nil {
 			o.ObserveInt64(primary, int64(k.ID), metric.WithAttributes(attribute.String("key_id", keyring.FormatID(k.ID))))
 		}
 		return nil
-	}, primary, version)
+	}, primary, version, staleIn)
 	return err
 }

@@ -62,6 +62,10 @@ type Config struct {
 	PassThrough                                       string // paths, comma-separated
 
 	LogLevel, LogFormat string
+
+	// now is the loader's clock (nil: time.Now), set by tests to walk a
+	// keyset to its expiry without waiting days; no flag sets it.
+	now func() time.Time
 }
 
 func (c *Config) flags(fs *flag.FlagSet) {
@@ -69,7 +73,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "address of /healthz, /readyz and /metrics (\"\": none)")
 	fs.StringVar(&c.Upstream, "upstream", "", "upstream MCP server base URL(s), comma-separated, used in turn (required)")
 	fs.StringVar(&c.Audience, "audience", "", "audience bound into every state: this deployment's URL, say (required)")
-	fs.StringVar(&c.Keyset, "keyset", "", "keyset file or store URL (redis://..., vault-kv://...); \"\": an in-memory key, for one gateway only")
+	fs.StringVar(&c.Keyset, "keyset", "", "keyset file or store URL (redis://..., vault-kv://...); \"\": an in-memory key, for one gateway only. Nothing in sealgate refreshes it: run sealctl refresh (a daily CronJob, docs/GATEWAY.md) within its freshness window (7 days by default), or every gateway turns unready at once; it warns from 3 days before, in its log and in stateseal_keyset_stale_in_seconds")
 	fs.StringVar(&c.KEK, "kek", "", "URL of the KEK the keyset must be under, trusted from here and never from the keyset (required for a store; default for a file: local:stateseal.kek beside it)")
 	fs.StringVar(&c.PreviousKEK, "previous-kek", "", "a second trusted KEK, during a rewrap")
 	fs.StringVar(&c.KeysetID, "keyset-id", "", "the only keyset id that loads (sealctl init prints it)")

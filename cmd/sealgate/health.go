@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/gateway"
+	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/replay"
 	"github.com/stateseal/stateseal/replay/redisguard"
@@ -23,6 +24,7 @@ type health struct {
 	lastWarm atomic.Int64                  // UnixNano of the last JWKS fetch /readyz made
 	loader   atomic.Pointer[keyset.Loader] // nil: no -keyset, or not loaded yet
 	loadErr  atomic.Pointer[string]        // why the first load failed, until one succeeds
+	ring     atomic.Pointer[keyring.Ring]  // the loaded ring, for its primary key
 }
 
 type healthReport struct {
@@ -62,6 +64,9 @@ func (h *health) report(ctx context.Context) healthReport {
 	if l := h.loader.Load(); l != nil {
 		kh := l.Health()
 		r.Keyset["health"] = kh
+		if k, err := h.ring.Load().Current().Primary(time.Now()); err == nil {
+			r.Keyset["primary_key"] = keyring.FormatID(k.ID) // as logs, sealctl and /metrics show it
+		}
 		// The store answers, and holds no keyset (a Redis restarted
 		// without persistence, a key deleted): the gateway seals with the
 		// keys it loaded but can follow no rotation, and a gateway

@@ -14,11 +14,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/stateseal/stateseal/gateway"
 	"github.com/stateseal/stateseal/internal/testkit"
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/replay"
 )
 
@@ -117,4 +120,15 @@ func TestHealthKeysetNeverLoaded(t *testing.T) {
 	}
 	testkit.Check(os.WriteFile(kek, saved, 0o600))
 	waitFor(t, "ready once the KEK is back", r.ready)
+	if !strings.Contains(r.logs.String(), `"msg":"sealgate: keyset load recovered","after":`) {
+		t.Fatalf("no line saying the load recovered:\n%s", r.logs.String())
+	}
+	// The key that seals, as sealctl list and /metrics name it.
+	_, body := r.get(t, "/healthz")
+	rep = healthReport{}
+	testkit.Check(json.Unmarshal([]byte(body), &rep))
+	k, ok := testkit.Must(keyset.ReadFile(context.Background(), ks)).Primary(time.Now())
+	if !ok || rep.Keyset["primary_key"] != keyring.FormatID(k.ID) {
+		t.Fatalf("/healthz primary_key: %s, want %v", body, k)
+	}
 }

@@ -419,12 +419,15 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 		log.Warn("sealgate: no -keyset: sealing with an in-memory key, for one gateway only")
 		ring, _ = keyring.Generate(keyring.AEAD)
 	} else {
-		l = &keyset.Loader{Path: c.Keyset, Logger: log, Options: keyset.LoadOptions{KEK: c.KEK, PreviousKEK: c.PreviousKEK, KeysetID: c.KeysetID, MinVersion: c.MinVersion}}
+		l = &keyset.Loader{Path: c.Keyset, Logger: log, Options: keyset.LoadOptions{KEK: c.KEK, PreviousKEK: c.PreviousKEK, KeysetID: c.KeysetID, MinVersion: c.MinVersion, Now: c.now}}
 		defer l.Close()
-		wait := time.Second
-		for {
+		start, wait := time.Now(), time.Second
+		for attempt := 1; ; attempt++ {
 			var err error
 			if ring, err = l.Load(ctx); err == nil {
+				if attempt > 1 {
+					log.Info("sealgate: keyset load recovered", "after", time.Since(start).Round(time.Millisecond).String(), "attempts", attempt)
+				}
 				break
 			}
 			log.Error("sealgate: cannot load the keyset; retrying", "err", err, "in", wait.String())
@@ -437,6 +440,7 @@ func loadKeyset(ctx context.Context, c *Config, g *gateway.Gateway, o *mrtr.Opti
 			}
 			wait = min(2*wait, 30*time.Second)
 		}
+		h.ring.Store(ring) // before the loader: report reads it once the loader is set
 		h.loader.Store(l)
 		h.loadErr.Store(nil)
 		if err := m.ObserveLoader(l, ring); err != nil {

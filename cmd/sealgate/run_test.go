@@ -24,10 +24,20 @@ type running struct {
 // the test ends.
 func startRun(t *testing.T, args ...string) *running {
 	t.Helper()
+	return startRunWith(t, nil, args...)
+}
+
+// startRunWith is startRun with edit applied to the configuration the
+// flags make (a clock no flag sets).
+func startRunWith(t *testing.T, edit func(*Config), args ...string) *running {
+	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-audience", "https://gw.test", "-poll", "200ms"}, args...)
 	c, err := parseConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(c)
 	}
 	logs := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -41,9 +41,23 @@ func (c config) loadOptions() keyset.LoadOptions {
 	return keyset.LoadOptions{KEK: c.kek, PreviousKEK: c.previousKEK, KeysetID: c.keysetID, MinVersion: c.minVersion, Now: c.now}
 }
 
-// handler returns the HTTP handler serving MCP at /mcp, stateless: the
-// go-sdk sends input_required to clients only from a stateless handler.
+// handler returns the HTTP handler serving MCP at /mcp, with the guard
+// -replay names and the default metrics (the rejection log).
 func (c config) handler(ring *keyring.Ring) (http.Handler, error) {
+	var g replay.Guard
+	if c.singleUse != "" {
+		var err error
+		if g, err = guard(c.replay); err != nil {
+			return nil, err
+		}
+	}
+	return c.serve(ring, g, mrtr.SlogMetrics(slog.Default()))
+}
+
+// serve returns the HTTP handler serving MCP at /mcp, stateless (the
+// go-sdk sends input_required to clients only from a stateless handler),
+// with g as the replay guard of -single-use and m as the metrics.
+func (c config) serve(ring *keyring.Ring, g replay.Guard, m mrtr.Metrics) (http.Handler, error) {
 	sealer, err := seal.New(ring, &seal.Options{Now: c.now})
 	if err != nil {
 		return nil, err
@@ -51,7 +65,7 @@ func (c config) handler(ring *keyring.Ring) (http.Handler, error) {
 	o := &mcpsdk.Options{Options: mrtr.Options{
 		Audience: c.audience,
 		TTL:      map[string]time.Duration{"test_input_required_result_multi_round": 15 * time.Minute},
-		Metrics:  mrtr.SlogMetrics(slog.Default()),
+		Metrics:  m,
 	}}
 	if h := c.principalHeader; h != "" {
 		o.Principal = func(_ context.Context, req mcp.Request) string {
@@ -68,10 +82,7 @@ func (c config) handler(ring *keyring.Ring) (http.Handler, error) {
 	}
 	if c.singleUse != "" {
 		o.SingleUse = mrtr.Targets(strings.Split(c.singleUse, ",")...)
-		o.Replay, err = guard(c.replay)
-		if err != nil {
-			return nil, err
-		}
+		o.Replay = g
 	}
 	server, err := newServer(sealer, o)
 	if err != nil {

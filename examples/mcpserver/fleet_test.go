@@ -43,6 +43,9 @@ type instance struct {
 	log  string
 	cmd  *exec.Cmd
 	mu   sync.Mutex
+	// unready: start returns once the server answers at all, not once
+	// /readyz says ready (its keyset loaded).
+	unready bool
 }
 
 func startInstance(t *testing.T, name string, env []string, args ...string) *instance {
@@ -72,10 +75,12 @@ func (in *instance) start(env []string) {
 	in.cmd = cmd
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(in.url())
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", in.port))
 		if err == nil {
 			resp.Body.Close()
-			return
+			if in.unready || resp.StatusCode == http.StatusOK {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
 			out := testkit.Must(os.ReadFile(in.log))

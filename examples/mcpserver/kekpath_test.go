@@ -28,11 +28,12 @@ func TestKEKPathShapedLikeKey(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ring, health, err := loadRing(ctx, config{keyset: path, kek: kek, poll: 3600e9})
+	l, ring, err := loadOnce(ctx, config{keyset: path, kek: kek, poll: 3600e9})
 	if err != nil {
 		t.Fatalf("-kek %s: %v", kek, err)
 	}
-	if h := health(); !h.Ready || ring.Current().Version() != 1 {
+	defer l.Close()
+	if h := l.Health(); !h.Ready || ring.Current().Version() != 1 {
 		t.Fatalf("health %+v", h)
 	}
 }

@@ -6,6 +6,12 @@
 //	sealctl init                     # keyset.json + stateseal.kek
 //	go run ./examples/mcpserver -keyset keyset.json -addr 127.0.0.1:8080
 //
+// It listens at once and loads the keyset in the background, retrying
+// until it loads (/readyz answers 503, with the reason, until then);
+// /healthz, /readyz and /metrics are served beside /mcp. Nothing in it
+// refreshes the keyset: run `sealctl refresh` or a scheduler within the
+// keyset's freshness window (docs/ROTATION.md, "Freshness and refresh").
+//
 // Without -keyset it seals with a key that lives in memory only. -keyset
 // also takes a store URL (redis://..., vault-kv://...), which is how the
 // fleet test runs four instances on one keyset; -principal-header,
@@ -16,11 +22,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
@@ -32,7 +36,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stateseal/stateseal/keyring"
-	"github.com/stateseal/stateseal/keyset"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/seal"
 
@@ -49,7 +52,7 @@ import (
 func main() {
 	var c config
 	flag.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address, HOST:PORT")
-	flag.StringVar(&c.keyset, "keyset", "", "keyset file or store URL (default: an in-memory key)")
+	flag.StringVar(&c.keyset, "keyset", "", "keyset file or store URL (default: an in-memory key). Loaded in the background, retried until it loads: /readyz is 503 until then. Nothing here refreshes it: run sealctl refresh (or a scheduler) within its freshness window (7 days by default), or every instance turns unready at once")
 	flag.StringVar(&c.kek, "kek", "", "URL of the KEK the keyset must be under: trusted from here, never from the keyset (required with a store; default for a file: local:stateseal.kek beside it)")
 	flag.StringVar(&c.previousKEK, "previous-kek", "", "URL of a KEK trusted too, while a rewrap moves the keyset from it to -kek; remove it after")
 	flag.StringVar(&c.keysetID, "keyset-id", "", "the only keyset id that loads (default: the first one loaded is pinned until restart)")
@@ -70,74 +73,34 @@ func main() {
 func run(c config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ring, health, err := loadRing(ctx, c)
+	a, err := newApp(c)
 	if err != nil {
 		return err
 	}
-	mcpHandler, err := c.handler(ring)
-	if err != nil {
-		return err
-	}
-	handler := withHealth(mcpHandler, health)
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// The line naming /mcp, which scripts wait for, comes once the
+	// keyset loaded (app.install): until then the server answers 503.
+	a.addr = ln.Addr().String()
+	log.Printf("listening at http://%s (/healthz, /readyz, /metrics); /mcp once the keyset loads", a.addr)
+	srv := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
+	loaded := make(chan struct{})
+	go func() { defer close(loaded); a.load(ctx) }()
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(shut)
 	}()
-	log.Printf("stateseal example MCP server at http://%s/mcp", ln.Addr())
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	err = srv.Serve(ln)
+	stop() // a listener that failed ends the loader too
+	<-loaded
+	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
-}
-
-// loadRing returns the ring the server seals with and a function that
-// reports its health.
-func loadRing(ctx context.Context, c config) (*keyring.Ring, func() keyset.Health, error) {
-	if c.keyset == "" {
-		if c.noSeal {
-			log.Printf("-no-seal: states in the clear, sealed by nothing here (put sealgate in front)")
-		} else {
-			log.Printf("no -keyset: sealing with an in-memory key")
-		}
-		ring, err := keyring.Generate(keyring.AEAD)
-		return ring, func() keyset.Health { return keyset.Health{Ready: true} }, err
-	}
-	l := &keyset.Loader{Path: c.keyset, Options: c.loadOptions()}
-	ring, err := l.Load(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	go func() { l.Run(ctx, c.poll); l.Close() }()
-	return ring, l.Health, nil
-}
-
-// withHealth serves /healthz (alive; the loader's state as JSON) and
-// /readyz (200 once a keyset is loaded, 503 before, and once the installed
-// keyset expired: keyset.Health.Stale) beside h. A store or
-// KMS outage does not make the server unready: the last good keyset keeps
-// serving, and /healthz says so.
-func withHealth(h http.Handler, health func() keyset.Health) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", h)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(health())
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !health().Ready {
-			http.Error(w, "no keyset loaded, or the installed one expired (see /healthz)", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
-	return mux
 }
 
 // newHandler is the handler of a server with the default settings.

@@ -43,16 +43,20 @@ func TestTrustFlags(t *testing.T) {
 		{"keyset-id", config{keyset: path, kek: oldKEK, keysetID: keyset.NewID(), poll: 3600e9}, keyset.ErrOtherKeyset},
 		{"kek", config{keyset: path, kek: newKEK, poll: 3600e9}, keyset.ErrUntrustedKEK},
 	} {
-		if _, _, err := loadRing(ctx, tc.c); !errors.Is(err, tc.want) {
+		if _, _, err := loadOnce(ctx, tc.c); !errors.Is(err, tc.want) {
 			t.Errorf("-%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	c.keysetID, c.minVersion = id, 1
-	if _, _, err := loadRing(ctx, c); err != nil {
+	l, _, err := loadOnce(ctx, c)
+	if err != nil {
 		t.Fatalf("matching flags: %v", err)
 	}
+	l.Close()
 	c.kek, c.previousKEK = newKEK, oldKEK
-	if _, _, err := loadRing(ctx, c); err != nil {
+	l, _, err = loadOnce(ctx, c)
+	if err != nil {
 		t.Fatalf("-previous-kek: %v", err)
 	}
+	l.Close()
 }
