@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/stateseal/stateseal/mrtr"
@@ -106,6 +107,11 @@ func (ex *exchange) openMessage(q *clientMessage) ([]byte, *call, *refusal) {
 	}
 	out, err := q.withState(plain)
 	if err != nil {
+		// A state that opened but cannot be written as JSON (not UTF-8:
+		// sealed by a Go server sharing the keyset, not by a gateway,
+		// which seals only what it read as JSON) is refused, and never
+		// sent: a single use its open recorded is given back.
+		c.mc.Release(context.WithoutCancel(ex.r.Context()))
 		return nil, nil, &refusal{id: q.id, rpcError: stateError(errBadState)}
 	}
 	return out, c, nil

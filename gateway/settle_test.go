@@ -122,3 +122,33 @@ func TestSettleSingleUse(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestUnwritableStateGivenBack: a single-use state that opens but cannot
+// be written into the request as JSON (its plaintext is not UTF-8, as a
+// Go server sharing the keyset may seal) is refused before anything is
+// sent, and its use is given back: the same state still opens once.
+func TestUnwritableStateGivenBack(t *testing.T) {
+	var execs atomic.Int64
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		if p, _ := msg["params"].(map[string]any); p["requestState"] != nil {
+			execs.Add(1)
+		}
+		stateReply(w, r, msg)
+	}, func(g *Gateway, o *mrtr.Options) {
+		o.SingleUse = mrtr.Targets("pay")
+		o.Replay = replay.NewMemory(0)
+	})
+	req := mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay", Arguments: []byte(`{"n":1}`)}
+	st := f.gw.states.Load()
+	tok := testkit.Must(st.Call(req).Seal("state \xff not UTF-8"))
+	status, got := f.post(rpcCall(2, mrtr.MethodCallTool, "pay", map[string]any{"n": 1}, tok), v2026)
+	if _, ok := got["error"]; !ok || execs.Load() != 0 {
+		t.Fatalf("an unwritable state: %d %v, %d executions", status, got, execs.Load())
+	}
+	if _, err := st.Call(req).Open(context.Background(), tok); err != nil {
+		t.Fatalf("the state's use was not given back: %v", err)
+	}
+	if _, err := st.Call(req).Open(context.Background(), tok); err == nil {
+		t.Fatal("the state opened twice")
+	}
+}
