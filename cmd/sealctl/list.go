@@ -138,11 +138,11 @@ func newVerify(p *paths) *cobra.Command {
 				return err
 			}
 			if err := keyset.Check(ks, path, p.loadOptions()); err != nil {
-				return p.inFile(err)
+				return p.inFile(rollbackFirst(ks, err))
 			}
 			kek, err := keyset.OpenKEK(cmd.Context(), path, ks.KEK, p.loadOptions())
 			if err != nil {
-				return p.inFile(err)
+				return p.inFile(rollbackFirst(ks, err))
 			}
 			if c, ok := kek.(io.Closer); ok {
 				defer c.Close()

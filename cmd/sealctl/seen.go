@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -118,6 +120,36 @@ func checkSeen(ks *keyset.Keyset) error {
 			keyset.ErrFork, ks.ID, ks.Version, v.Version, seenPath())
 	}
 	return nil
+}
+
+// rollbackFirst names a rollback first when err refuses ks for its KEK
+// and the record saw a newer version of it: a copy from before a KEK
+// change was put back, and the KEK error alone would steer the operator
+// to trust the old KEK again (keyset.RollbackKEKError).
+func rollbackFirst(ks *keyset.Keyset, err error) error {
+	if ks == nil || !errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrRollback) {
+		return err
+	}
+	if v, ok := readSeen()[ks.ID]; ok && ks.Version < v.Version {
+		return keyset.RollbackKEKError(ks, v.Version, "which this operator saw: "+seenPath(), err)
+	}
+	return err
+}
+
+// rollbackFirst is the package's rollbackFirst for an error of a command
+// that read the keyset itself: the document (data, else the keyset at
+// --keyset) is read again only when err refuses a KEK.
+func (p *paths) rollbackFirst(ctx context.Context, err error, data []byte) error {
+	if !errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrRollback) {
+		return err
+	}
+	var ks *keyset.Keyset
+	if data != nil {
+		ks, _ = keyset.Parse(data)
+	} else {
+		ks, _ = p.readKeyset(ctx)
+	}
+	return rollbackFirst(ks, err)
 }
 
 // recordSeen raises the record to ks if it is newer. Failing to write the
