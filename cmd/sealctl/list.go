@@ -53,12 +53,18 @@ func newList(p *paths) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the keyset's keys (no key is unwrapped)",
+		Short: "List the keyset's keys (no key is unwrapped; a copy older than, or forked from, the version this operator saw is refused)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ks, err := p.readKeyset(cmd.Context())
 			if err != nil {
 				return err
+			}
+			// A copy below or beside the record (a rollback, a fork) is not
+			// listed: its primary may be a key retired since, which the
+			// listing would show as current.
+			if err := checkSeen(ks); err != nil {
+				return p.inFile(fmt.Errorf("%w (not listed: its keys and primary are not the keyset's current ones)", err))
 			}
 			out := describe(ks, time.Now())
 			if asJSON {
