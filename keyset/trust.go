@@ -164,16 +164,17 @@ func (l *Loader) floor(id string) (uint64, string) {
 }
 
 // RollbackKEKError is the error for a keyset below a version its reader
-// knows was reached (floor: what whence says) that names a KEK the
-// reader does not trust (untrusted, from the KEK check). That is a copy
-// from before a KEK change, put back: the rollback is named first, since
-// the cure the KEK error alone suggests, trusting the old KEK again,
-// would undo a leaked-key procedure. It is both ErrRollback and
-// ErrUntrustedKEK. sealctl uses it with its record of what it saw.
-func RollbackKEKError(ks *Keyset, floor uint64, whence string, untrusted error) error {
-	return fmt.Errorf("%w: keyset %s is at version %d, below version %d (%s), and names a KEK no longer trusted: "+
-		"a copy from before a KEK change was put back in the store (a rollback, or an old backup restored). "+
-		"Do not trust the old KEK again (-previous-kek, --kek OLD): that would undo the leaked-key procedure; "+
-		"put the newest copy back (docs/ROTATION.md, \"Backups and restores\"). The KEK check said: %w",
-		ErrRollback, ks.ID, ks.Version, floor, whence, untrusted)
+// knows was reached (floor: what whence says) that the configured KEK does
+// not open (err: it names a KEK not trusted, or does not authenticate or
+// unwrap under the one trusted). That is a copy from before a KEK change
+// put back: the rollback is named first, since the cure the KEK error
+// alone suggests, trusting the old KEK again, would undo a leaked-key
+// procedure. It is ErrRollback, and whatever err is. sealctl uses it with
+// its record of what it saw.
+func RollbackKEKError(ks *Keyset, floor uint64, whence string, err error) error {
+	return fmt.Errorf("%w: keyset %s is at version %d, below version %d (%s), and the configured KEK does not open it: "+
+		"a copy from before a KEK change (a rewrap, a KMS key version disabled) was put back in the store, or one written without the KEK. "+
+		"Do not trust the old KEK again (-previous-kek, --kek OLD, an old KMS version enabled): that would undo the leaked-key procedure; "+
+		"put the newest copy back (docs/ROTATION.md, \"A rolled-back store\"). The KEK check said: %w",
+		ErrRollback, ks.ID, ks.Version, floor, whence, err)
 }

@@ -155,7 +155,7 @@ func newVerify(p *paths) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if err := ks.Verify(cmd.Context(), kek); err != nil {
-				return p.inFile(err)
+				return p.inFile(seenRollback(ks, err))
 			}
 			if err := checkSeen(ks); err != nil {
 				return p.inFile(err)

@@ -141,7 +141,7 @@ func (p *paths) verified(ctx context.Context) (*keyset.Keyset, error) {
 		defer c.Close()
 	}
 	if err := ks.Verify(ctx, kek); err != nil {
-		return nil, p.inFile(err)
+		return nil, p.inFile(seenRollback(ks, err))
 	}
 	return ks, p.inFile(checkSeen(ks))
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyset"
 )
 
@@ -122,12 +123,24 @@ func checkSeen(ks *keyset.Keyset) error {
 	return nil
 }
 
-// rollbackFirst names a rollback first when err refuses ks for its KEK
-// and the record saw a newer version of it: a copy from before a KEK
-// change was put back, and the KEK error alone would steer the operator
-// to trust the old KEK again (keyset.RollbackKEKError).
+// rollbackFirst names a rollback first when the configured KEK does not
+// open ks (kekRefused) and the record saw a newer version of it: a copy
+// from before a KEK change was put back, and the KEK error alone would
+// steer the operator to trust the old KEK again (keyset.RollbackKEKError).
 func rollbackFirst(ks *keyset.Keyset, err error) error {
-	if ks == nil || !errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrRollback) {
+	if !kekRefused(err) {
+		return err
+	}
+	return seenRollback(ks, err)
+}
+
+// seenRollback names a rollback first for any failure err to verify ks
+// (a KMS that refuses a disabled key version too: that is not an unwrap
+// failure, since it may be enabled again) when the record saw a newer
+// version: that version is a rollback, which checkSeen would report had
+// ks authenticated.
+func seenRollback(ks *keyset.Keyset, err error) error {
+	if ks == nil || errors.Is(err, keyset.ErrRollback) {
 		return err
 	}
 	if v, ok := readSeen()[ks.ID]; ok && ks.Version < v.Version {
@@ -136,11 +149,19 @@ func rollbackFirst(ks *keyset.Keyset, err error) error {
 	return err
 }
 
+// kekRefused reports an error of the configured KEK not opening a keyset
+// (not trusted, or its authentication or a key does not unwrap) that does
+// not name a rollback already.
+func kekRefused(err error) bool {
+	return !errors.Is(err, keyset.ErrRollback) &&
+		(errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrUnauthenticated) || errors.Is(err, backends.ErrUnwrap))
+}
+
 // rollbackFirst is the package's rollbackFirst for an error of a command
 // that read the keyset itself: the document (data, else the keyset at
-// --keyset) is read again only when err refuses a KEK.
+// --keyset) is read again only when the KEK refused it.
 func (p *paths) rollbackFirst(ctx context.Context, err error, data []byte) error {
-	if !errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrRollback) {
+	if !kekRefused(err) {
 		return err
 	}
 	var ks *keyset.Keyset
