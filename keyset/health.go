@@ -22,6 +22,11 @@ type Health struct {
 	// Keyset and Version name the keyset installed.
 	Keyset  string `json:"keyset,omitempty"`
 	Version uint64 `json:"version,omitempty"`
+	// Tag is the installed document's tag (Keyset.TagText): instances
+	// that installed the same document show the same Tag, and one served
+	// another branch at the same version (a split view) shows another,
+	// where Version alone agrees. docs/ROTATION.md's checks compare it.
+	Tag string `json:"tag,omitempty"`
 	// Installed is when that version was installed; Expires is when it
 	// stops loading on a fresh instance unless rewritten (zero: no
 	// freshness window).
@@ -55,7 +60,7 @@ func (l *Loader) Health() Health {
 		Installed: l.installed,
 	}
 	if l.ring != nil && l.current != nil {
-		h.Ready, h.Keyset, h.Version, h.Expires = true, l.current.ID, l.current.Version, l.current.Expires
+		h.Ready, h.Keyset, h.Version, h.Tag, h.Expires = true, l.current.ID, l.current.Version, l.current.TagText(), l.current.Expires
 		if err := l.stale(); err != nil {
 			h.Ready, h.Stale = false, true
 			if l.lastErr == nil {

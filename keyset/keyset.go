@@ -358,6 +358,16 @@ func (ks *Keyset) Marshal() ([]byte, error) {
 	return keysetjson.Marshal(ks.doc())
 }
 
+// TagText is the document's tag (Auth.Tag) as an operator compares it:
+// unpadded base64url, as the document writes auth.tag. It is what
+// instances (Health.Tag), sealctl verify and list show beside the
+// version: the tag is a MAC of every value in the document under a key
+// only a KEK holder has, so two instances that installed one document
+// show one string (however its bytes were formatted), and another branch
+// at the same version shows another (docs/KEYSET-FORMAT.md, "Fork state,
+// exactly"). It identifies a document only once it authenticates.
+func (ks *Keyset) TagText() string { return keysetjson.FormatWrapped(ks.Auth.Tag) }
+
 // doc is the keyset as its document, unchecked.
 func (ks *Keyset) doc() *keysetjson.Doc {
 	d := &keysetjson.Doc{

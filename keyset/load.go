@@ -464,7 +464,7 @@ func (l *Loader) read(ctx context.Context, force bool) error {
 	}
 	l.ring.Store(snap)
 	l.install(ks)
-	l.logger().Info("stateseal keyset reloaded", "store", l.name(), "keyset", ks.ID, "version", ks.Version, "keys", len(ks.Keys))
+	l.logger().Info("stateseal keyset reloaded", "store", l.name(), "keyset", ks.ID, "version", ks.Version, "tag", ks.TagText(), "keys", len(ks.Keys))
 	l.current = ks
 	if l.OnReload != nil {
 		l.OnReload(ks.Clone())

@@ -145,7 +145,36 @@ func (l *Loader) trust(ks *Keyset) (kekURL string, err error) {
 		l.ids = map[string]string{}
 	}
 	if kekURL, err = matchKEK(ks.KEK, trusted, l.ids); err != nil {
+		if floor, why := l.floor(ks.ID); ks.Version < floor {
+			return "", RollbackKEKError(ks, floor, why, err)
+		}
 		return "", fmt.Errorf("%w (keyset %s)", err, ks.ID)
 	}
 	return kekURL, l.admit(ks)
+}
+
+// floor is the lowest version of keyset id this loader accepts, and
+// whence: the version it installed, or the configured minimum.
+func (l *Loader) floor(id string) (uint64, string) {
+	v, why := l.Options.MinVersion, "the configured minimum version (LoadOptions.MinVersion, -min-version)"
+	if s, ok := l.seen[id]; ok && s.version > v {
+		v, why = s.version, "the version this instance installed"
+	}
+	return v, why
+}
+
+// RollbackKEKError is the error for a keyset below a version its reader
+// knows was reached (floor: what whence says) that the configured KEK does
+// not open (err: it names a KEK not trusted, or does not authenticate or
+// unwrap under the one trusted). That is a copy from before a KEK change
+// put back: the rollback is named first, since the cure the KEK error
+// alone suggests, trusting the old KEK again, would undo a leaked-key
+// procedure. It is ErrRollback, and whatever err is. sealctl uses it with
+// its record of what it saw.
+func RollbackKEKError(ks *Keyset, floor uint64, whence string, err error) error {
+	return fmt.Errorf("%w: keyset %s is at version %d, below version %d (%s), and the configured KEK does not open it: "+
+		"a copy from before a KEK change (a rewrap, a KMS key version disabled) was put back in the store, or one written without the KEK. "+
+		"Do not trust the old KEK again (-previous-kek, --kek OLD, an old KMS version enabled): that would undo the leaked-key procedure; "+
+		"put the newest copy back (docs/ROTATION.md, \"A rolled-back store\"). The KEK check said: %w",
+		ErrRollback, ks.ID, ks.Version, floor, whence, err)
 }

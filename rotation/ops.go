@@ -131,24 +131,39 @@ func rotate(ctx context.Context, location string, ro *RotateOptions, o *Options,
 // instances that have not reloaded rejecting its tokens for a while. The
 // key moves to the end of the keyset, so it wins over a key that activated
 // in the same second. A pending key that activates later still takes over
-// when it does: Promote warns of it.
+// when it does: Promote warns of it. Promoting the key that is the primary
+// already writes nothing, and says so in a warning.
 func Promote(ctx context.Context, location string, id uint32, o *Options) (Result, error) {
 	now := o.now()
 	return editKey(ctx, location, id, o, func(ks *keyset.Keyset, k *keyset.StoredKey) (Result, error) {
+		res := Result{Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}
+		if p, ok := ks.Primary(now); ok && p.ID == id {
+			// Every instance that loaded this version seals with it already:
+			// a new version would change nothing but the version, and
+			// the warning above would be false.
+			res.Warnings = []string{fmt.Sprintf("key %s is already the primary; nothing written", keyring.FormatID(id))}
+			pendingWarnings(ks, id, now, &res)
+			return res, errNoChange
+		}
 		k.State = keyring.Active
 		k.Activation = now
 		moved := *k
 		ks.Keys = slices.DeleteFunc(ks.Keys, func(sk keyset.StoredKey) bool { return sk.ID == id })
 		ks.Keys = append(ks.Keys, moved)
-		res := Result{Warnings: []string{"instances that have not reloaded the keyset reject this key's tokens until they do"}}
-		for _, p := range ks.Keys {
-			if p.State == keyring.Active && p.Activation.After(now) {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("key %s becomes the primary at %s, superseding key %s; demote it to keep key %s",
-					keyring.FormatID(p.ID), p.Activation.Format(time.RFC3339), keyring.FormatID(id), keyring.FormatID(id)))
-			}
-		}
+		pendingWarnings(ks, id, now, &res)
 		return res, nil
 	})
+}
+
+// pendingWarnings warns of each key pending after now, which will take
+// over from key id when it activates.
+func pendingWarnings(ks *keyset.Keyset, id uint32, now time.Time, res *Result) {
+	for _, p := range ks.Keys {
+		if p.State == keyring.Active && p.Activation.After(now) {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("key %s becomes the primary at %s, superseding key %s; demote it to keep key %s",
+				keyring.FormatID(p.ID), p.Activation.Format(time.RFC3339), keyring.FormatID(id), keyring.FormatID(id)))
+		}
+	}
 }
 
 // Demote makes key id decrypt-only: it keeps opening tokens but never

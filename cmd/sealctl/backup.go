@@ -20,7 +20,7 @@ import (
 func (p *paths) exported(cmd *cobra.Command) ([]byte, *keyset.Keyset, error) {
 	data, ks, err := rotation.Export(cmd.Context(), p.keysetPath(), p.options())
 	if err != nil {
-		return nil, nil, p.inFile(err)
+		return nil, nil, p.inFile(p.rollbackFirst(cmd.Context(), err, nil))
 	}
 	if err := checkSeen(ks); err != nil {
 		return nil, nil, p.inFile(err)
@@ -108,6 +108,7 @@ func seenImport(ks *keyset.Keyset) error {
 func (p *paths) importInto(cmd *cobra.Command, location string, data []byte, asVersion uint64) (rotation.Result, error) {
 	res, err := rotation.Import(cmd.Context(), location, data, &rotation.ImportOptions{AsVersion: asVersion, Check: seenImport, Seen: seenLink}, p.options())
 	if err != nil {
+		err = p.rollbackFirst(cmd.Context(), err, data)
 		if errors.Is(err, fs.ErrNotExist) && !stores.IsURL(location) {
 			err = fmt.Errorf("%w (a relative local KEK is found beside each keyset file: put the KEK file beside %s too, or use an absolute KEK path)", err, location)
 		}

@@ -27,11 +27,15 @@ type keyRow struct {
 }
 
 type listOutput struct {
-	Keyset  string   `json:"keyset"`
-	Version uint64   `json:"version"`
-	KEK     string   `json:"kek"`
-	Policy  policyJS `json:"policy"`
-	Keys    []keyRow `json:"keys"`
+	Keyset  string `json:"keyset"`
+	Version uint64 `json:"version"`
+	// Tag is the document's tag (keyset.Keyset.TagText), as instances
+	// show it in /healthz: the same version with another tag is another
+	// document (a fork, or a split view).
+	Tag    string   `json:"tag"`
+	KEK    string   `json:"kek"`
+	Policy policyJS `json:"policy"`
+	Keys   []keyRow `json:"keys"`
 	// Follows is the version this one was edited from (0 for version 1);
 	// RetiredKeys every key ever retired, pruned ones included.
 	Follows     uint64   `json:"follows,omitempty"`
@@ -49,19 +53,25 @@ func newList(p *paths) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the keyset's keys (no key is unwrapped)",
+		Short: "List the keyset's keys (no key is unwrapped; a copy older than, or forked from, the version this operator saw is refused)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ks, err := p.readKeyset(cmd.Context())
 			if err != nil {
 				return err
 			}
+			// A copy below or beside the record (a rollback, a fork) is not
+			// listed: its primary may be a key retired since, which the
+			// listing would show as current.
+			if err := checkSeen(ks); err != nil {
+				return p.inFile(fmt.Errorf("%w (not listed: its keys and primary are not the keyset's current ones)", err))
+			}
 			out := describe(ks, time.Now())
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), out)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "keyset %s, version %d, KEK %s (not verified: 'sealctl verify' checks it under the KEK)\n", shown(out.Keyset), out.Version, shown(out.KEK))
+			fmt.Fprintf(w, "keyset %s, version %d, tag %s, KEK %s (not verified: 'sealctl verify' checks it under the KEK)\n", shown(out.Keyset), out.Version, out.Tag, shown(out.KEK))
 			fmt.Fprintf(w, "policy: propagation delay %s, max TTL %s, skew %s, rotation interval %s\n",
 				out.Policy.PropagationDelay, out.Policy.MaxTTL, out.Policy.Skew, out.Policy.RotationInterval)
 			if out.Follows != 0 {
@@ -92,7 +102,7 @@ func newList(p *paths) *cobra.Command {
 }
 
 func describe(ks *keyset.Keyset, now time.Time) listOutput {
-	out := listOutput{Keyset: ks.ID, Version: ks.Version, KEK: redact.URL(ks.KEK), Policy: policyJS{
+	out := listOutput{Keyset: ks.ID, Version: ks.Version, Tag: ks.TagText(), KEK: redact.URL(ks.KEK), Policy: policyJS{
 		PropagationDelay: ks.Policy.PropagationDelay.String(), MaxTTL: ks.Policy.MaxTTL.String(),
 		Skew: ks.Policy.Skew.String(), RotationInterval: ks.Policy.RotationInterval.String(),
 	}, Keys: []keyRow{}}
@@ -134,23 +144,23 @@ func newVerify(p *paths) *cobra.Command {
 				return err
 			}
 			if err := keyset.Check(ks, path, p.loadOptions()); err != nil {
-				return p.inFile(err)
+				return p.inFile(rollbackFirst(ks, err))
 			}
 			kek, err := keyset.OpenKEK(cmd.Context(), path, ks.KEK, p.loadOptions())
 			if err != nil {
-				return p.inFile(err)
+				return p.inFile(rollbackFirst(ks, err))
 			}
 			if c, ok := kek.(io.Closer); ok {
 				defer c.Close()
 			}
 			w := cmd.OutOrStdout()
 			if err := ks.Verify(cmd.Context(), kek); err != nil {
-				return p.inFile(err)
+				return p.inFile(seenRollback(ks, err))
 			}
 			if err := checkSeen(ks); err != nil {
 				return p.inFile(err)
 			}
-			fmt.Fprintf(w, "keyset %s version %d: metadata authenticates under its KEK\n", shown(ks.ID), ks.Version)
+			fmt.Fprintf(w, "keyset %s version %d tag %s: metadata authenticates under its KEK\n", shown(ks.ID), ks.Version, ks.TagText())
 			failed := 0
 			for _, sk := range ks.Keys {
 				k, err := ks.UnwrapKey(cmd.Context(), kek, sk)
@@ -169,7 +179,7 @@ func newVerify(p *paths) *cobra.Command {
 				return fmt.Errorf("%s: %d of %d keys do not unwrap", stores.Redact(path), failed, len(ks.Keys))
 			}
 			recordSeen(ks)
-			fmt.Fprintf(w, "keyset %s version %d: all %d keys unwrap\n", shown(ks.ID), ks.Version, len(ks.Keys))
+			fmt.Fprintf(w, "keyset %s version %d tag %s: all %d keys unwrap\n", shown(ks.ID), ks.Version, ks.TagText(), len(ks.Keys))
 			return nil
 		},
 	}

@@ -23,10 +23,11 @@ func TestMain(m *testing.M) {
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:  "testdata",
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"keyids": keyIDs},
+		Cmds: withInstances(map[string]func(ts *testscript.TestScript, neg bool, args []string){"keyids": keyIDs}),
 		Setup: func(e *testscript.Env) error {
 			// Each script keeps its own record of the keysets it saw.
 			e.Setenv("STATESEAL_STATE", e.WorkDir+"/seen.json")
+			setupInstances(e)
 			return nil
 		},
 	})

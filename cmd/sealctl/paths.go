@@ -79,13 +79,13 @@ func (p *paths) loadOptions() *keyset.LoadOptions {
 
 // edit runs an edit, which checks the keyset it reads against the operator's
 // record (seen.go), and records the version it wrote.
-func (p *paths) edit(_ context.Context, op func() (rotation.Result, error)) (rotation.Result, error) {
+func (p *paths) edit(ctx context.Context, op func() (rotation.Result, error)) (rotation.Result, error) {
 	// The edit itself checks the keyset it reads against the configuration,
 	// its authentication and the record (p.options().Check), so no read
 	// ahead of it: one read and one verification per command.
 	res, err := op()
 	if err != nil {
-		return res, p.inFile(err)
+		return res, p.inFile(p.rollbackFirst(ctx, err, nil))
 	}
 	recordSeen(res.Keyset)
 	return res, nil
@@ -131,17 +131,17 @@ func (p *paths) verified(ctx context.Context) (*keyset.Keyset, error) {
 	}
 	path, lo := p.keysetPath(), p.loadOptions()
 	if err := keyset.Check(ks, path, lo); err != nil && !errors.Is(err, keyset.ErrStale) {
-		return nil, p.inFile(err) // a stale keyset is for the command to refuse or refresh
+		return nil, p.inFile(rollbackFirst(ks, err)) // a stale keyset is for the command to refuse or refresh
 	}
 	kek, err := keyset.OpenKEK(ctx, path, ks.KEK, lo)
 	if err != nil {
-		return nil, p.inFile(err)
+		return nil, p.inFile(rollbackFirst(ks, err))
 	}
 	if c, ok := kek.(io.Closer); ok {
 		defer c.Close()
 	}
 	if err := ks.Verify(ctx, kek); err != nil {
-		return nil, p.inFile(err)
+		return nil, p.inFile(seenRollback(ks, err))
 	}
 	return ks, p.inFile(checkSeen(ks))
 }

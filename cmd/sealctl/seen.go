@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/keyset"
 )
 
@@ -118,6 +121,56 @@ func checkSeen(ks *keyset.Keyset) error {
 			keyset.ErrFork, ks.ID, ks.Version, v.Version, seenPath())
 	}
 	return nil
+}
+
+// rollbackFirst names a rollback first when the configured KEK does not
+// open ks (kekRefused) and the record saw a newer version of it: a copy
+// from before a KEK change was put back, and the KEK error alone would
+// steer the operator to trust the old KEK again (keyset.RollbackKEKError).
+func rollbackFirst(ks *keyset.Keyset, err error) error {
+	if !kekRefused(err) {
+		return err
+	}
+	return seenRollback(ks, err)
+}
+
+// seenRollback names a rollback first for any failure err to verify ks
+// (a KMS that refuses a disabled key version too: that is not an unwrap
+// failure, since it may be enabled again) when the record saw a newer
+// version: that version is a rollback, which checkSeen would report had
+// ks authenticated.
+func seenRollback(ks *keyset.Keyset, err error) error {
+	if ks == nil || errors.Is(err, keyset.ErrRollback) {
+		return err
+	}
+	if v, ok := readSeen()[ks.ID]; ok && ks.Version < v.Version {
+		return keyset.RollbackKEKError(ks, v.Version, "which this operator saw: "+seenPath(), err)
+	}
+	return err
+}
+
+// kekRefused reports an error of the configured KEK not opening a keyset
+// (not trusted, or its authentication or a key does not unwrap) that does
+// not name a rollback already.
+func kekRefused(err error) bool {
+	return !errors.Is(err, keyset.ErrRollback) &&
+		(errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrUnauthenticated) || errors.Is(err, backends.ErrUnwrap))
+}
+
+// rollbackFirst is the package's rollbackFirst for an error of a command
+// that read the keyset itself: the document (data, else the keyset at
+// --keyset) is read again only when the KEK refused it.
+func (p *paths) rollbackFirst(ctx context.Context, err error, data []byte) error {
+	if !kekRefused(err) {
+		return err
+	}
+	var ks *keyset.Keyset
+	if data != nil {
+		ks, _ = keyset.Parse(data)
+	} else {
+		ks, _ = p.readKeyset(ctx)
+	}
+	return rollbackFirst(ks, err)
 }
 
 // recordSeen raises the record to ks if it is newer. Failing to write the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stateseal/stateseal/internal/testkit"
+	"github.com/stateseal/stateseal/keyset"
 )
 
 func TestConfigPrecedence(t *testing.T) {
@@ -119,6 +120,11 @@ func TestRun(t *testing.T) {
 	waitFor(t, "readiness", func() bool { s, _ := get("/readyz"); return s == 200 })
 	if _, body := get("/healthz"); !strings.Contains(body, `"ready":true`) || !strings.Contains(body, `"loaded":true`) {
 		t.Fatalf("/healthz once ready: %s", body)
+	}
+	// The installed document's tag, as sealctl verify shows it, for the
+	// leaked-key procedure's check (docs/ROTATION.md).
+	if _, body := get("/healthz"); !strings.Contains(body, `"tag":"`+testkit.Must(keyset.ReadFile(ctx, ks)).TagText()+`"`) {
+		t.Fatalf("/healthz does not show the installed document's tag: %s", body)
 	}
 	f := &fixture{t: t, url: proxy + "/mcp"}
 	_, m := f.post(rpcCall(1, "tools/call", "book", nil, ""), v2026)

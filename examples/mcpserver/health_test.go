@@ -65,6 +65,9 @@ func TestHealthEndpoints(t *testing.T) {
 	if hz.PrimaryKey != keyring.FormatID(res.Key) || hz.Guard["kind"] != "memory" || hz.Guard["entries"] != 0.0 {
 		t.Fatalf("/healthz primary key %q guard %v, want %s and an empty memory guard: %s", hz.PrimaryKey, hz.Guard, keyring.FormatID(res.Key), body)
 	}
+	if hz.Tag != res.Keyset.TagText() {
+		t.Fatalf("/healthz tag %q, want the installed document's %q", hz.Tag, res.Keyset.TagText())
+	}
 	code, body = get(t, url, "/metrics")
 	for _, want := range []string{"stateseal_keyset_version{", "stateseal_keyset_stale_in_seconds{", `stateseal_keyset_primary_key_id{key_id="` + keyring.FormatID(res.Key) + `"`} {
 		if code != http.StatusOK || !strings.Contains(body, want) {

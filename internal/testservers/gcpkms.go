@@ -43,7 +43,8 @@ type GCPKMS struct {
 }
 
 type gcpKey struct {
-	versions [][]byte // AES-256 keys; the last is primary
+	versions [][]byte     // AES-256 keys; the last is primary
+	disabled map[int]bool // by version number, from 1
 }
 
 // StartGCPKMS starts the server; it stops when the test ends.
@@ -101,6 +102,18 @@ func (g *GCPKMS) Rotate(name string) {
 	defer g.mu.Unlock()
 	k := g.keys[name]
 	k.versions = append(k.versions, randomKey())
+}
+
+// Disable disables version v (from 1) of the key: Decrypt of a
+// ciphertext it made fails, as the service answers (FailedPrecondition).
+func (g *GCPKMS) Disable(name string, v int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := g.keys[name]
+	if k.disabled == nil {
+		k.disabled = map[int]bool{}
+	}
+	k.disabled[v] = true
 }
 
 func randomKey() []byte {
@@ -197,6 +210,10 @@ func (g *GCPKMS) Decrypt(_ context.Context, r *kmspb.DecryptRequest) (*kmspb.Dec
 	if v < 1 || v > len(k.versions) {
 		g.mu.Unlock()
 		return nil, bad
+	}
+	if k.disabled[v] {
+		g.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "%s/cryptoKeyVersions/%d is not enabled, current state is: DISABLED.", r.Name, v)
 	}
 	aead := gcm(k.versions[v-1])
 	g.mu.Unlock()
