@@ -145,8 +145,15 @@ func (l *Loader) trust(ks *Keyset) (kekURL string, err error) {
 		l.ids = map[string]string{}
 	}
 	if kekURL, err = matchKEK(ks.KEK, trusted, l.ids); err != nil {
-		if floor, why := l.floor(ks.ID); ks.Version < floor {
+		floor, why := l.floor(ks.ID)
+		if ks.Version < floor {
 			return "", RollbackKEKError(ks, floor, why, err)
+		}
+		if floor > 0 || len(l.seen) > 0 {
+			// The copy's version and id are claims no KEK checked yet:
+			// raised by a store writer, a copy from before a KEK change
+			// would pass the test above.
+			return "", UnverifiedKEKError(ks, err)
 		}
 		return "", fmt.Errorf("%w (keyset %s)", err, ks.ID)
 	}
@@ -161,6 +168,23 @@ func (l *Loader) floor(id string) (uint64, string) {
 		v, why = s.version, "the version this instance installed"
 	}
 	return v, why
+}
+
+// UnverifiedKEKError is the error for a keyset the configured KEK does
+// not open (err), read by a reader that has installed or recorded a
+// keyset, or has a minimum version, when the copy claims a version at or
+// above what it knows. That claim (and the copy's id) is not
+// authenticated: a store writer can raise the version of a copy from
+// before a KEK change, which is then a rollback reading as a newer
+// keyset. So the retired KEK is warned against first, and configuring a
+// KEK comes second, for a rewrap the configuration has not caught up
+// with. It is whatever err is.
+func UnverifiedKEKError(ks *Keyset, err error) error {
+	return fmt.Errorf("keyset %s claims version %d, but the configured KEK does not open it, so neither that version nor its id is authenticated. "+
+		"If the KEK it names is one you retired (a leaked-key procedure, a rewrap away from it, a KMS key version disabled), this is a copy from before that change put back with its version edited, a rollback: "+
+		"do not trust the old KEK again (-previous-kek, --kek OLD, an old KMS version enabled), which would undo the procedure; put the newest copy back (docs/ROTATION.md, \"A rolled-back store\"). "+
+		"Only a KEK you moved to and have not configured here yet is to be configured. The KEK check said: %w",
+		ks.ID, ks.Version, err)
 }
 
 // RollbackKEKError is the error for a keyset below a version its reader

@@ -143,8 +143,15 @@ func seenRollback(ks *keyset.Keyset, err error) error {
 	if ks == nil || errors.Is(err, keyset.ErrRollback) {
 		return err
 	}
-	if v, ok := readSeen()[ks.ID]; ok && ks.Version < v.Version {
+	r := readSeen()
+	if v, ok := r[ks.ID]; ok && ks.Version < v.Version {
 		return keyset.RollbackKEKError(ks, v.Version, "which this operator saw: "+seenPath(), err)
+	}
+	if len(r) > 0 && kekRefused(err) {
+		// The version and id the copy claims are not authenticated: a
+		// copy from before a KEK change, its version raised or its id
+		// changed, passes the test above.
+		return keyset.UnverifiedKEKError(ks, err)
 	}
 	return err
 }
