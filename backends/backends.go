@@ -49,6 +49,13 @@ type Generator interface {
 // another KEK, or bound to other associated data.
 var ErrUnwrap = errors.New("backends: wrapped key does not unwrap with this KEK and associated data")
 
+// ErrKeyDisabled reports a KMS that refuses to unwrap because the key,
+// or the key version, the bytes are under is disabled or destroyed: an
+// operator's act (the leaked-key procedure disables the old version),
+// not an outage, so a retry at every poll changes nothing until someone
+// enables it again, which that procedure forbids.
+var ErrKeyDisabled = errors.New("backends: the KMS key or key version the wrapped key is under is disabled")
+
 // An Opener opens the KEK a URL names. o may be nil: the defaults.
 type Opener func(ctx context.Context, u *url.URL, o *OpenOptions) (KEK, error)
 

@@ -160,6 +160,27 @@ func (l *Loader) trust(ks *Keyset) (kekURL string, err error) {
 	return kekURL, l.admit(ks)
 }
 
+// unopened is err, the trusted KEK not opening ks (it does not
+// authenticate, a key does not unwrap, or the KMS refuses its key version
+// as disabled), said as trust says an untrusted KEK once this loader has a
+// floor: a rollback below it, else the warning against a retired KEK
+// first, since the version ks claims is not authenticated. The
+// leaked-key procedure for a KMS with key versions disables the old one:
+// a copy from before it fails here, not in trust.
+func (l *Loader) unopened(ks *Keyset, err error) error {
+	if errors.Is(err, ErrRollback) || !errors.Is(err, backends.ErrKeyDisabled) && !errors.Is(err, backends.ErrUnwrap) && !errors.Is(err, ErrUnauthenticated) {
+		return err
+	}
+	floor, why := l.floor(ks.ID)
+	if ks.Version < floor {
+		return RollbackKEKError(ks, floor, why, err)
+	}
+	if floor > 0 || len(l.seen) > 0 {
+		return UnverifiedKEKError(ks, err)
+	}
+	return err
+}
+
 // floor is the lowest version of keyset id this loader accepts, and
 // whence: the version it installed, or the configured minimum.
 func (l *Loader) floor(id string) (uint64, string) {

@@ -51,7 +51,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 		return verifyShared(ctx, ks, kk, prev)
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", l.unopened(ks, err), l.name())
 	}
 	auth := a.(*verified)
 	if auth.kms.After(l.kmsSeen) {
@@ -66,7 +66,7 @@ func (l *Loader) load(ctx context.Context, data []byte) (*keyring.Snapshot, *Key
 		return unwrapKeys(ctx, ks, kk, auth, prev)
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w (in %s)", err, l.name())
+		return nil, nil, nil, fmt.Errorf("%w (in %s)", l.unopened(ks, err), l.name())
 	}
 	u := v.(*unwrapped)
 	if u.kms.After(l.kmsSeen) {
@@ -254,9 +254,9 @@ type transientError struct{ error }
 func (e transientError) Unwrap() error { return e.error }
 
 // transient marks err as transient unless the KMS answered that the bytes
-// do not unwrap, which no retry changes.
+// do not unwrap, or that their key is disabled, which no retry changes.
 func transient(err error) error {
-	if errors.Is(err, backends.ErrUnwrap) || errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrUntrustedKEK) {
+	if errors.Is(err, backends.ErrUnwrap) || errors.Is(err, backends.ErrKeyDisabled) || errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrUntrustedKEK) {
 		return err
 	}
 	return transientError{err}

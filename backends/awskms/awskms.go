@@ -243,7 +243,8 @@ func (k *KEK) GenerateKey(ctx context.Context, size int, associatedData []byte) 
 }
 
 // fail wraps err with the operation and the URL. A ciphertext that does
-// not decrypt (changed, another key's, other context) is backends.ErrUnwrap.
+// not decrypt (changed, another key's, other context) is backends.ErrUnwrap;
+// one under a disabled key, or one pending deletion, backends.ErrKeyDisabled.
 func (k *KEK) fail(op string, err error) error {
 	var invalid *types.InvalidCiphertextException
 	var incorrect *types.IncorrectKeyException
@@ -254,6 +255,12 @@ func (k *KEK) fail(op string, err error) error {
 	malformed := op == "Decrypt" && errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 	if errors.As(err, &invalid) || errors.As(err, &incorrect) || malformed {
 		return fmt.Errorf("awskms %s: %s: %w (%v)", k.url, op, backends.ErrUnwrap, err)
+	}
+	var disabled *types.DisabledException
+	var state *types.KMSInvalidStateException
+	if op == "Decrypt" && (errors.As(err, &disabled) || errors.As(err, &state)) {
+		// The key is disabled or pending deletion: an operator's act.
+		return fmt.Errorf("awskms %s: %s: %w (%v)", k.url, op, backends.ErrKeyDisabled, err)
 	}
 	return fmt.Errorf("awskms %s: %s: %w", k.url, op, err)
 }

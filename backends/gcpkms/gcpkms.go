@@ -225,7 +225,8 @@ func (k *KEK) Unwrap(ctx context.Context, wrapped, associatedData []byte) ([]byt
 
 // fail wraps err with the operation and the URL. KMS answers a ciphertext
 // it cannot decrypt (changed, another key's, other AAD) with
-// InvalidArgument: that is backends.ErrUnwrap.
+// InvalidArgument: that is backends.ErrUnwrap; one under a disabled or
+// destroyed key version with FailedPrecondition: backends.ErrKeyDisabled.
 func (k *KEK) fail(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("gcpkms %s: %s: %w", k.url, op, err)
@@ -235,6 +236,12 @@ func (k *KEK) fail(op string, err error) error {
 		case codes.InvalidArgument:
 			if op == "Decrypt" {
 				return fmt.Errorf("gcpkms %s: %s: %w (%s)", k.url, op, backends.ErrUnwrap, s.Message())
+			}
+		case codes.FailedPrecondition:
+			// "cryptoKeyVersions/N is not enabled, current state is:
+			// DISABLED" (or DESTROYED): the version the bytes are under.
+			if op == "Decrypt" {
+				return fmt.Errorf("gcpkms %s: %s: %w (%s)", k.url, op, backends.ErrKeyDisabled, s.Message())
 			}
 		case codes.Canceled:
 			return fmt.Errorf("gcpkms %s: %s: %w", k.url, op, context.Canceled)

@@ -157,11 +157,12 @@ func seenRollback(ks *keyset.Keyset, err error) error {
 }
 
 // kekRefused reports an error of the configured KEK not opening a keyset
-// (not trusted, or its authentication or a key does not unwrap) that does
+// (not trusted, its authentication or a key does not unwrap, or the KMS
+// refuses the key version it is under as disabled) that does
 // not name a rollback already.
 func kekRefused(err error) bool {
 	return !errors.Is(err, keyset.ErrRollback) &&
-		(errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrUnauthenticated) || errors.Is(err, backends.ErrUnwrap))
+		(errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrUnauthenticated) || errors.Is(err, backends.ErrUnwrap) || errors.Is(err, backends.ErrKeyDisabled))
 }
 
 // rollbackFirst is the package's rollbackFirst for an error of a command
