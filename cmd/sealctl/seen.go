@@ -111,13 +111,13 @@ func checkSeen(ks *keyset.Keyset) error {
 	switch {
 	case !ok:
 	case ks.Version < v.Version:
-		return fmt.Errorf("%w: keyset %s is at version %d, but version %d was seen (%s): the store was rolled back; restore the newest copy, or remove the record if this is deliberate",
+		return fmt.Errorf("%w: keyset %s is at version %d, but version %d was seen (%s): the store was rolled back; restore the newest copy (docs/ROTATION.md, \"A rolled-back store\"); remove the record only if that version never reached an instance",
 			keyset.ErrRollback, ks.ID, ks.Version, v.Version, seenPath())
 	case ks.Version == v.Version && digest(ks) != v.Digest:
 		return fmt.Errorf("%w: keyset %s version %d is not the document seen at that version (%s): two writers forked it; find the lost write, then write the keyset that should win at a higher version",
 			keyset.ErrFork, ks.ID, ks.Version, seenPath())
 	case v.Tag != "" && !v.descends(ks):
-		return fmt.Errorf("%w: keyset %s version %d does not descend from version %d, seen before (%s): it was edited from another copy (a rollback or a lost write, extended); restore the newest copy (docs/ROTATION.md, \"Forks\"), or remove the record if this is deliberate",
+		return fmt.Errorf("%w: keyset %s version %d does not descend from version %d, seen before (%s): it was edited from another copy (a rollback or a lost write, extended); restore the newest copy (docs/ROTATION.md, \"Forks\"); remove the record only if that version never reached an instance",
 			keyset.ErrFork, ks.ID, ks.Version, v.Version, seenPath())
 	}
 	return nil

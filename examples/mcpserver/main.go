@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -38,14 +39,15 @@ import (
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/mcpsdk"
 	"github.com/stateseal/stateseal/seal"
+	"github.com/stateseal/stateseal/stores/redis"
 
 	// Every KEK backend, so that any keyset's URL opens.
 	_ "github.com/stateseal/stateseal/backends/awskms"
 	_ "github.com/stateseal/stateseal/backends/gcpkms"
 	_ "github.com/stateseal/stateseal/backends/vault"
 
-	// Every keyset store, so that --keyset takes any store's URL.
-	_ "github.com/stateseal/stateseal/stores/redis"
+	// Every keyset store, so that --keyset takes any store's URL (Redis's
+	// above).
 	_ "github.com/stateseal/stateseal/stores/vaultkv"
 )
 
@@ -71,6 +73,10 @@ func main() {
 }
 
 func run(c config) error {
+	// go-redis logs every failed dial, several a second while Redis is
+	// down: through the store's logger, at most one line a second, with
+	// the count of those left out.
+	redis.SetLogger(slog.Default())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := newApp(c)
