@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -67,6 +68,15 @@ func gcRun(t *testing.T, upstream string, env []string) gcResult {
 		}
 	}()
 	gw := <-addr
+	// The in-memory key is installed just after the proxy listens.
+	waitFor(t, "the gateway ready", func() bool {
+		resp, err := http.Get(gw + "/mcp")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode != http.StatusServiceUnavailable
+	})
 	confirmable(t, gw) // the first connections and whatever starting up left
 	start := rss(t, cmd.Process.Pid)
 	counting.Store(true)
