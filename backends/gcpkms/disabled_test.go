@@ -54,7 +54,7 @@ func TestDisabledVersion(t *testing.T) {
 	err := l.Reload(ctx)
 	msg := strings.ToLower(err.Error())
 	if !errors.Is(err, backends.ErrKeyDisabled) || !strings.Contains(msg, "nor its id is authenticated") ||
-		strings.Index(msg, "do not trust the old kek again") < 0 || l.Health().Outage {
+		!strings.Contains(msg, "do not trust the old kek again") || l.Health().Outage {
 		t.Fatalf("the raised copy: outage=%v: %v", l.Health().Outage, err)
 	}
 
