@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stateseal/stateseal/backends"
+	"github.com/stateseal/stateseal/internal/keysetjson"
 	"github.com/stateseal/stateseal/internal/localkek"
 	"github.com/stateseal/stateseal/internal/redact"
 	"github.com/stateseal/stateseal/keyring"
@@ -341,8 +342,15 @@ func newRefresh(p *paths) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "refreshed keyset %s: version %d loads until %s\n",
-				res.Keyset.ID, res.Keyset.Version, res.Keyset.Expires.Format(time.RFC3339))
+			// The version it vouched for, with its tag: what the operator
+			// compares with the instances' /healthz (a split view shows
+			// another tag at the same version).
+			from := ""
+			if h := res.Keyset.History; len(h) > 0 {
+				from = fmt.Sprintf("; edited from version %d tag %s", h[0].Version, keysetjson.FormatWrapped(h[0].Tag))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "refreshed keyset %s: version %d loads until %s (tag %s%s)\n",
+				res.Keyset.ID, res.Keyset.Version, res.Keyset.Expires.Format(time.RFC3339), res.Keyset.TagText(), from)
 			return nil
 		},
 	}
