@@ -26,15 +26,7 @@ import (
 // and says only that the KEK is not trusted.
 func TestRollbackBeforeKEKChange(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "keyset.json")
-	oldKEK, newKEK := "local:"+filepath.Join(dir, "old.kek"), "local:"+filepath.Join(dir, "new.kek")
-	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "old.kek")))
-	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "new.kek")))
-	quiet := &rotation.Options{KEK: oldKEK, Logger: slog.New(slog.DiscardHandler)}
-	testkit.Must(rotation.Init(ctx, path, oldKEK, keyring.AEAD, keyring.DefaultPolicy(), quiet))
-	v1 := testkit.Must(os.ReadFile(path))
-	testkit.Must(rotation.Rewrap(ctx, path, newKEK, quiet)) // version 2, under the new KEK
+	path, _, newKEK, v1 := rewrapped(t)
 
 	running := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: newKEK}, Logger: slog.New(slog.DiscardHandler)}
 	ring, err := running.Load(ctx)
@@ -67,4 +59,22 @@ func TestRollbackBeforeKEKChange(t *testing.T) {
 	if !errors.Is(err, keyset.ErrUntrustedKEK) || errors.Is(err, keyset.ErrRollback) {
 		t.Fatalf("a fresh instance with no floor: %v; it cannot know of a newer version", err)
 	}
+}
+
+// rewrapped makes a keyset under an old KEK (version 1, whose document it
+// returns), then rewraps it under a new one (version 2): a KEK change, as
+// the leaked-key procedure makes, for a store writer to roll back.
+func rewrapped(t *testing.T) (string, string, string, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyset.json")
+	oldKEK, newKEK := "local:"+filepath.Join(dir, "old.kek"), "local:"+filepath.Join(dir, "new.kek")
+	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "old.kek")))
+	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "new.kek")))
+	quiet := &rotation.Options{KEK: oldKEK, Logger: slog.New(slog.DiscardHandler)}
+	testkit.Must(rotation.Init(ctx, path, oldKEK, keyring.AEAD, keyring.DefaultPolicy(), quiet))
+	v1 := testkit.Must(os.ReadFile(path))
+	testkit.Must(rotation.Rewrap(ctx, path, newKEK, quiet)) // version 2, under the new KEK
+	return path, oldKEK, newKEK, v1
 }

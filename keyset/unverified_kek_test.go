@@ -7,15 +7,11 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/stateseal/stateseal/backends"
 	"github.com/stateseal/stateseal/internal/testkit"
-	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
-	"github.com/stateseal/stateseal/rotation"
 )
 
 // editMember rewrites one top-level member of a keyset document, as a
@@ -41,15 +37,7 @@ func editMember(t *testing.T, doc []byte, name string, value any) []byte {
 // holding the store).
 func TestUnverifiedKEKWarnsFirst(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "keyset.json")
-	oldKEK, newKEK := "local:"+filepath.Join(dir, "old.kek"), "local:"+filepath.Join(dir, "new.kek")
-	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "old.kek")))
-	testkit.Check(backends.GenerateLocal(filepath.Join(dir, "new.kek")))
-	quiet := &rotation.Options{KEK: oldKEK, Logger: slog.New(slog.DiscardHandler)}
-	testkit.Must(rotation.Init(ctx, path, oldKEK, keyring.AEAD, keyring.DefaultPolicy(), quiet))
-	v1 := testkit.Must(os.ReadFile(path))
-	testkit.Must(rotation.Rewrap(ctx, path, newKEK, quiet)) // version 2, under the new KEK
+	path, _, newKEK, v1 := rewrapped(t)
 
 	running := &keyset.Loader{Path: path, Options: keyset.LoadOptions{KEK: newKEK}, Logger: slog.New(slog.DiscardHandler)}
 	testkit.Must(running.Load(ctx))
