@@ -3,6 +3,7 @@ package stateform
 import (
 	"bytes"
 	"crypto/rand"
+	mrand "math/rand/v2"
 	"encoding/base64"
 	"math/bits"
 	"strings"
@@ -129,10 +130,14 @@ func TestPlain(t *testing.T) {
 // TestRandomIsOpaque: random bytes show no readable run (the threshold
 // keeps readable-state from reporting noise).
 func TestRandomIsOpaque(t *testing.T) {
+	// A fixed seed: 52 of 200,000 random states read as text (measured
+	// from crypto/rand), so 2,000 fresh draws went past the bound of 2
+	// about one run in sixty, failing a CI rehearsal on chance alone.
+	r := mrand.NewChaCha8([32]byte{'s', 't', 'a', 't', 'e', 'f', 'o', 'r', 'm'})
 	seen := 0
 	for range 2000 {
 		b := make([]byte, 120)
-		rand.Read(b)
+		r.Read(b)
 		if len(Parse(base64.RawURLEncoding.EncodeToString(b)).Text()) > 0 {
 			seen++
 		}
