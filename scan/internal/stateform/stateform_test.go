@@ -3,9 +3,9 @@ package stateform
 import (
 	"bytes"
 	"crypto/rand"
-	mrand "math/rand/v2"
 	"encoding/base64"
 	"math/bits"
+	mrand "math/rand/v2"
 	"strings"
 	"testing"
 )
