@@ -13,6 +13,11 @@
 // requests/s, the p50 and p99 wrk saw, and the p99 added over the
 // upstream reached straight in the same turn.
 //
+// Two floors run beside them (floors.go): nethttp-floor, net/http's
+// server forwarding with the cheapest client there is, and go-floor, a
+// Go proxy without net/http. They show what is left for a proxy to spend
+// before it does any work of its own.
+//
 //	go build -o /tmp/sealgate ./cmd/sealgate
 //	cd bench && go run ./cmd/proxycompare -sealgate /tmp/sealgate [-d 5s] [-turns 3]
 //
@@ -47,6 +52,12 @@ func main() {
 	switch {
 	case len(os.Args) > 2 && os.Args[1] == "upstream":
 		serveUpstream(os.Args[2])
+		return
+	case len(os.Args) > 3 && os.Args[1] == "nethttp-floor":
+		serveNetHTTPFloor(os.Args[2], os.Args[3])
+		return
+	case len(os.Args) > 3 && os.Args[1] == "go-floor":
+		serveGoFloor(os.Args[2], os.Args[3])
 		return
 	case len(os.Args) > 3 && os.Args[1] == "proxy":
 		serveProxy(os.Args[2], os.Args[3])
@@ -87,6 +98,9 @@ func main() {
 	upAddr, proxyAddr, gateAddr, nginxAddr := freeAddr(), freeAddr(), freeAddr(), freeAddr()
 	up := start(nil, self, "upstream", upAddr)
 	proxy := start(nil, self, "proxy", proxyAddr, "http://"+upAddr)
+	netFloorAddr, goFloorAddr := freeAddr(), freeAddr()
+	netFloor := start(nil, self, "nethttp-floor", netFloorAddr, upAddr)
+	goFloor := start(nil, self, "go-floor", goFloorAddr, upAddr)
 	gate := func(env []string, bin, addr string) *exec.Cmd {
 		return start(env, bin, "-upstream", "http://"+upAddr, "-audience", "https://bench.test", "-principal", "anonymous",
 			"-listen", addr, "-admin-listen", "", "-log-level", "error")
@@ -99,6 +113,8 @@ func main() {
 		{name: "direct", addr: upAddr, pids: func() []int { return nil }},
 		{name: "nginx", addr: nginxAddr, pids: func() []int { return family(ngx.Process.Pid) }},
 		{name: "ReverseProxy", addr: proxyAddr, pids: func() []int { return []int{proxy.Process.Pid} }},
+		{name: "nethttp-floor", addr: netFloorAddr, pids: func() []int { return []int{netFloor.Process.Pid} }},
+		{name: "go-floor", addr: goFloorAddr, pids: func() []int { return []int{goFloor.Process.Pid} }},
 		{name: "sealgate", addr: gateAddr, pids: func() []int { return []int{g.Process.Pid} }},
 	}
 	if *other != "" {
@@ -351,6 +367,9 @@ func serveProxy(addr, up string) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 256
 	p.Transport = t
+	// wrk cuts its connections at the end of each turn; the requests in
+	// flight then fail, and wrk's own count of errors is what matters.
+	p.ErrorLog = log.New(io.Discard, "", 0)
 	log.Fatal(http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
