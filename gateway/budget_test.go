@@ -3,11 +3,13 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,4 +92,30 @@ func TestResponseBudgetSSE(t *testing.T) {
 		t.Fatalf("with the budget free: %.300v", got)
 	}
 	waitFor(t, "the budget given back", func() bool { return f.gw.respInFlight.Load() == 0 })
+}
+
+// TestOpenedCopyCounted: the request sent upstream with its state opened
+// is a copy of the body read, held with it until the exchange ends, and
+// counted in MaxRequestBytesInFlight beside it.
+func TestOpenedCopyCounted(t *testing.T) {
+	var held, sent atomic.Int64
+	var f *fixture
+	f = newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		if params, _ := msg["params"].(map[string]any); params["requestState"] != nil {
+			held.Store(f.gw.inFlight.Load())
+			sent.Store(r.ContentLength)
+		}
+		stateReply(w, r, msg)
+	}, nil)
+	_, r1 := f.post(rpcCall(1, mrtr.MethodCallTool, "book", nil, ""), v2026)
+	tok, _ := resultOf(t, r1)["requestState"].(string)
+	retry := rpcCall(2, mrtr.MethodCallTool, "book", nil, tok)
+	if status, _ := f.post(retry, v2026); status != 200 || sent.Load() <= 0 {
+		t.Fatalf("retry: HTTP %d, the upstream got %d bytes", status, sent.Load())
+	}
+	body := int64(len(testkit.Must(json.Marshal(retry))))
+	if held.Load() < body+sent.Load() {
+		t.Fatalf("%d bytes counted while the upstream had the request, want the body read (%d) and the copy sent (%d)", held.Load(), body, sent.Load())
+	}
+	waitFor(t, "the budget given back", func() bool { return f.gw.inFlight.Load() == 0 })
 }

@@ -37,6 +37,7 @@ func (ex *exchange) open(req *clientRequest) error {
 	ex.single = c
 	if out != nil {
 		ex.sent = out // else unchanged, byte for byte
+		hold(&ex.g.inFlight, &ex.reqHeld, cap(out))
 	}
 	return nil
 }

@@ -84,6 +84,57 @@ func TestResponseBudget(t *testing.T) {
 	waitFor(t, "the budget given back", func() bool { return f.gw.respInFlight.Load() == 0 })
 }
 
+// TestSealedCopyCounted: the sealed copy of a JSON answer is held until
+// the client has it, and counted in MaxResponseBytesInFlight with the
+// body it was made from (never refused: its call is answered in it).
+// One slow client of a large answer with a state then holds about twice
+// its size, and an answer that would fit beside the body alone is
+// dropped with 503.
+func TestSealedCopyCounted(t *testing.T) {
+	const size = 8 << 20
+	big := strings.Repeat("x", size-300)
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		b := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + big + `"}]}}`
+		if params, _ := msg["params"].(map[string]any); params["name"] == "ask" {
+			b = `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ok":{"method":"elicitation/create","params":{"message":"ok?","requestedSchema":{"type":"object","properties":{}}}}},"requestState":"plain","content":[{"type":"text","text":"` + big + `"}]}}`
+		}
+		b = b + strings.Repeat(" ", size-len(b))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, b)
+	}, func(g *Gateway, _ *mrtr.Options) {
+		g.MaxResponseBytes = size
+		// The asked answer's body and one more fit; its sealed copy too,
+		// then, and the second does not.
+		g.MaxResponseBytesInFlight = 2*(size+1) + 1000
+	})
+	host := strings.TrimPrefix(strings.TrimSuffix(f.url, "/mcp"), "http://")
+	send := func(name string) net.Conn {
+		d := net.Dialer{Control: smallReceiveBuffer}
+		c := testkit.Must(d.Dial("tcp", host))
+		t.Cleanup(func() { c.Close() })
+		testkit.Check(c.SetDeadline(time.Now().Add(60 * time.Second)))
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `"}}`
+		testkit.Must(io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+headerVersion+": "+version2026+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body))
+		return c
+	}
+	slow := send("ask")
+	waitFor(t, "the answer and its sealed copy held", func() bool { return f.gw.respInFlight.Load() >= 2*size })
+	if sealed := f.gw.Stats.Sealed.Load(); sealed != 1 {
+		t.Fatalf("%d answers sealed, want 1", sealed)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(send("report")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := testkit.Must(io.ReadAll(resp.Body))
+	testkit.Check(resp.Body.Close())
+	if resp.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(b, []byte("holding as many responses")) {
+		t.Fatalf("an answer beside a held sealed one: HTTP %d %.200s", resp.StatusCode, b)
+	}
+	testkit.Check(slow.Close())
+	waitFor(t, "the budget given back", func() bool { return f.gw.respInFlight.Load() == 0 })
+}
+
 // smallReceiveBuffer sets a socket's receive buffer before it connects,
 // so that the peer's writes block once a few kilobytes are in flight.
 func smallReceiveBuffer(_, _ string, c syscall.RawConn) error {

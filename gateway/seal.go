@@ -18,30 +18,38 @@ func (ex *exchange) seal(a *answer) error {
 	if !a.json {
 		return nil
 	}
+	out, err := ex.sealBody(a)
+	if out != nil {
+		a.body = out
+		// The copy is held, beside the body it was made from, until
+		// the client has it.
+		hold(&ex.g.respInFlight, &ex.respHeld, cap(out))
+	}
+	return err
+}
+
+// sealBody returns a's body with every state sealed, or nil if none was.
+func (ex *exchange) sealBody(a *answer) ([]byte, error) {
 	// readUpstreamBody validated the body, and with it every message.
 	if !a.batch {
-		out, err := ex.sealMessage(a.body, validValue(a.body))
-		if out != nil {
-			a.body = out
-		}
-		return err
+		return ex.sealMessage(a.body, validValue(a.body))
 	}
 	changed := false
 	out := make([][]byte, len(a.msgs))
 	for i, raw := range a.msgs {
 		m, err := ex.sealMessage(raw, raw) // inside the valid body
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out[i] = raw
 		if m != nil {
 			out[i], changed = m, true
 		}
 	}
-	if changed {
-		a.body = joinArray(out)
+	if !changed {
+		return nil, nil
 	}
-	return nil
+	return joinArray(out), nil
 }
 
 // A streamSealer is what an SSE reader (sse.go) asks of the exchange
