@@ -127,6 +127,29 @@ func TestPlain(t *testing.T) {
 	}
 }
 
+// TestRunsInBinary: text inside binary bytes is read when it has a JSON
+// member (`":`) and 10 characters, or 16 without one; shorter bare runs,
+// which random bytes make, are not.
+func TestRunsInBinary(t *testing.T) {
+	bin := []byte{0x00, 0xff, 0x81, 0x02}
+	for _, tc := range []struct {
+		text string
+		read bool
+	}{
+		{`{"u":"bob"}`, true},
+		{`"acct":42`, false}, // 9: under minRun
+		{"abcdefghijkl", false},
+		{"abcdefghijklmnop", true},
+		{"alice@example.com", true},
+	} {
+		b := append(append(append([]byte{}, bin...), tc.text...), bin...)
+		got := Parse(base64.RawURLEncoding.EncodeToString(b)).Text()
+		if read := len(got) == 1 && got[0] == tc.text; read != tc.read || !read && len(got) > 0 {
+			t.Errorf("%q inside binary bytes: read as %q, want read %v", tc.text, got, tc.read)
+		}
+	}
+}
+
 // TestRandomIsOpaque: random bytes show no readable run (the threshold
 // keeps readable-state from reporting noise).
 func TestRandomIsOpaque(t *testing.T) {
