@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay"
 )
 
 // TestRequestBudget: slow clients each sending most of a large body and
@@ -96,7 +98,7 @@ func TestResponseBudgetSSE(t *testing.T) {
 
 // TestOpenedCopyCounted: the request sent upstream with its state opened
 // is a copy of the body read, held with it until the exchange ends, and
-// counted in MaxRequestBytesInFlight beside it.
+// taken from MaxRequestBytesInFlight beside it.
 func TestOpenedCopyCounted(t *testing.T) {
 	var held, sent atomic.Int64
 	var f *fixture
@@ -118,4 +120,48 @@ func TestOpenedCopyCounted(t *testing.T) {
 		t.Fatalf("%d bytes counted while the upstream had the request, want the body read (%d) and the copy sent (%d)", held.Load(), body, sent.Load())
 	}
 	waitFor(t, "the budget given back", func() bool { return f.gw.inFlight.Load() == 0 })
+}
+
+// TestOpenedCopyOverBudget: a state whose plaintext is control bytes
+// opens into a copy about 4.5 times the request that carried it (each
+// byte quoted as \u0001). Past MaxRequestBytesInFlight it is refused
+// like a body over it, 503 with Retry-After, before anything goes
+// upstream; its single-use state is given back, and nothing stays held.
+func TestOpenedCopyOverBudget(t *testing.T) {
+	var retries atomic.Int64
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request, msg map[string]any) {
+		if params, _ := msg["params"].(map[string]any); params["requestState"] != nil {
+			retries.Add(1)
+			stateReply(w, r, msg)
+			return
+		}
+		res := map[string]any{"resultType": "input_required",
+			"inputRequests": map[string]any{"q": map[string]any{"method": "elicitation/create"}},
+			"requestState":  strings.Repeat("\x01", 40000)}
+		w.Header().Set("Content-Type", "application/json")
+		testkit.Must(w.Write(testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg["id"], "result": res}))))
+	}, func(g *Gateway, o *mrtr.Options) {
+		o.SingleUse = mrtr.Targets("pay")
+		o.Replay = replay.NewMemory(0)
+		g.MaxRequestBytesInFlight = 100000 // the retry (about 54 KB) fits, its opened copy (about 240 KB) does not
+	})
+	_, r1 := f.post(rpcCall(1, mrtr.MethodCallTool, "pay", nil, ""), v2026)
+	tok, _ := resultOf(t, r1)["requestState"].(string)
+	retry := rpcCall(2, mrtr.MethodCallTool, "pay", nil, tok)
+	if body := len(testkit.Must(json.Marshal(retry))); tok == "" || body > 100000 {
+		t.Fatalf("first round: a retry of %d bytes, %v", body, r1)
+	}
+	status, m := f.post(retry, v2026)
+	e, _ := m["error"].(map[string]any)
+	if msg, _ := e["message"].(string); status != http.StatusServiceUnavailable || !strings.Contains(msg, "its bound") {
+		t.Fatalf("retry: HTTP %d %v", status, m)
+	}
+	if retries.Load() != 0 {
+		t.Fatal("the upstream got the retry")
+	}
+	waitFor(t, "the budget given back", func() bool { return f.gw.inFlight.Load() == 0 })
+	// Given back: it opens (once) again.
+	if _, err := f.gw.states.Load().Open(context.Background(), mrtr.Request{Method: mrtr.MethodCallTool, Target: "pay"}, tok); err != nil {
+		t.Fatalf("the refused retry's state: %v", err)
+	}
 }

@@ -52,14 +52,18 @@ type Gateway struct {
 	// exchange ends): past it a request gets 503 and its connection is
 	// closed, so that slow clients each sending most of MaxRequestBytes
 	// cannot add up to more. The buffers are counted as they grow, so a
-	// client must send the bytes it holds. 0 means no bound.
+	// client must send the bytes it holds; a body rewritten with its
+	// state opened counts again, and past the bound is refused the same
+	// way, before anything goes upstream. 0 means no bound.
 	MaxRequestBytesInFlight int64
 	// MaxResponseBytesInFlight bounds, the same way, the memory of all
 	// the JSON response bodies the gateway holds at once (read, or being
 	// read, until the client has taken each) and of the SSE events it
 	// holds: past it, the response is refused with a JSON-RPC error
 	// (HTTP 503) for its calls, so that slow clients of large answers
-	// cannot add up to more. The upstream has answered by then: a
+	// cannot add up to more. A copy rewritten with its states sealed
+	// counts too, but is not refused: the next response finds the
+	// budget the lower. The upstream has answered by then: a
 	// single-use state it took is in doubt (mrtr.ErrUndetermined). 0
 	// means no bound.
 	MaxResponseBytesInFlight int64

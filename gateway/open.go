@@ -36,8 +36,17 @@ func (ex *exchange) open(req *clientRequest) error {
 	}
 	ex.single = c
 	if out != nil {
+		// The copy is held, beside the body read, until the exchange
+		// ends. It may be several times the body: a state's plaintext
+		// can take more bytes as JSON than its token did (a control
+		// byte, six). Nothing has gone upstream yet, so a copy past the
+		// bound is refused as a body would be (settle gives a
+		// single-use state back).
+		if !take(&ex.g.inFlight, ex.g.MaxRequestBytesInFlight, int64(cap(out))) {
+			return refuseFraming(http.StatusServiceUnavailable, "the gateway holds %d bytes of request bodies, its bound; try again", ex.g.MaxRequestBytesInFlight)
+		}
+		ex.reqHeld += int64(cap(out))
 		ex.sent = out // else unchanged, byte for byte
-		hold(&ex.g.inFlight, &ex.reqHeld, cap(out))
 	}
 	return nil
 }
