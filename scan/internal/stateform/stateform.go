@@ -341,7 +341,7 @@ func (f Form) Text() []string {
 // minBareRun long. Random bytes make a run of 10 about once in 3,800
 // states of 120 bytes (72 of the 256 byte values are JSON-like): a
 // random token would be reported readable. With the rule, about one in
-// a million is (1 of 1,000,000 crypto/rand draws).
+// five million is (2 of 10,000,000 crypto/rand draws).
 const (
 	minRun     = 10
 	minBareRun = 16

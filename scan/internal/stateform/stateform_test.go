@@ -156,7 +156,7 @@ func TestRandomIsOpaque(t *testing.T) {
 	// A fixed seed: with runs of 10 read as text, 52 of 200,000 random
 	// states did (measured from crypto/rand), and 2,000 fresh draws went
 	// past the bound of 2 about one run in sixty, failing a CI rehearsal
-	// on chance alone. With minBareRun, 1 of 1,000,000 does.
+	// on chance alone. With minBareRun, 2 of 10,000,000 do.
 	r := mrand.NewChaCha8([32]byte{'s', 't', 'a', 't', 'e', 'f', 'o', 'r', 'm'})
 	seen := 0
 	for range 2000 {
