@@ -56,18 +56,6 @@ func (ex *exchange) end() {
 	ex.settle()
 }
 
-// hold counts n bytes more in a budget (used), to give back with held
-// when the exchange ends. It never refuses: what it counts is a
-// rewritten copy of an answer the budget admitted (its states sealed),
-// which must go on, since the upstream has acted on its call; the next
-// body finds the budget the lower, as an SSE event's rewrite does
-// (sse.go). A request's copy, made before anything went upstream, is
-// taken from the budget instead (open.go).
-func hold(used *atomic.Int64, held *int64, n int) {
-	used.Add(int64(n))
-	*held += int64(n)
-}
-
 // A call is one JSON-RPC request sent upstream.
 type call struct {
 	id       jsontext.Value

@@ -22,8 +22,13 @@ func (ex *exchange) seal(a *answer) error {
 	if out != nil {
 		a.body = out
 		// The copy is held, beside the body it was made from, until
-		// the client has it.
-		hold(&ex.g.respInFlight, &ex.respHeld, cap(out))
+		// the client has it: counted, never refused, since the
+		// upstream has acted on its call. The next body finds the
+		// budget the lower, as after an SSE event's rewrite (sse.go).
+		// A request's copy, made before anything went upstream, is
+		// refused past the bound instead (open.go).
+		ex.g.respInFlight.Add(int64(cap(out)))
+		ex.respHeld += int64(cap(out))
 	}
 	return err
 }
