@@ -3,9 +3,11 @@ package redisguard_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,14 +124,35 @@ func TestDurableMixedGuards(t *testing.T) {
 		}
 		return nil
 	})
-	g := newGuard(t, pc, redisguard.Options{MinReplicas: 1})
-	gp := newGuard(t, pc, redisguard.Options{})
+	var logs syncBuffer
+	g := newGuard(t, pc, redisguard.Options{MinReplicas: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// The durable guard makes the epoch before the other guard exists:
+	// made by a guard without MinReplicas, the epoch would be an ordinary
+	// one from the start, and no heartbeat would ever be written into it
+	// (the test failed so about one run in ten, when the plain guard's
+	// background work made the epoch first).
 	at := issued(t, g)
 	epoch := testkit.Must(g.Epoch(ctx))
+	if d := testkit.Must(pc.HGet(ctx, "stateseal:used:epoch", "d").Result()); d != "1" {
+		t.Fatalf("the durable guard's epoch: d=%q, want 1", d)
+	}
+	gp := newGuard(t, pc, redisguard.Options{})
 	heartbeat(t, rc, "stateseal:used:epoch") // so that only the record below moves the epoch
+	if strings.Contains(logs.String(), "without min_replicas") {
+		t.Fatalf("warned of a guard without min_replicas before it recorded: %s", logs.String())
+	}
 	if err := gp.Use(ctx, []byte("undurable"), at, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
+	if d := testkit.Must(pc.HGet(ctx, "stateseal:used:epoch", "d").Result()); d != "0" {
+		t.Fatalf("after a record nobody waited for: d=%q, want 0", d)
+	}
+	eventually(t, 10*time.Second, "the durable guard's warning", func() error {
+		if !strings.Contains(logs.String(), "a guard without min_replicas shares this Redis") {
+			return fmt.Errorf("no warning yet: %q", logs.String())
+		}
+		return nil
+	})
 	eventually(t, 10*time.Second, "replication", func() error {
 		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
 			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
@@ -143,6 +166,70 @@ func TestDurableMixedGuards(t *testing.T) {
 	g2 := newGuard(t, rc, redisguard.Options{MinReplicas: 1})
 	if e := testkit.Must(g2.Epoch(ctx)); !e.After(epoch) {
 		t.Fatalf("the epoch stayed at %v through a failover after a record nobody waited for", e)
+	}
+}
+
+// TestDurableQuiet: a durable guard that records nothing still moves
+// the heartbeat (its epoch refresh writes it every second), so a failover
+// after a quiet spell keeps the epoch: the heartbeat does not depend on
+// traffic.
+func TestDurableQuiet(t *testing.T) {
+	primary := testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
+	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
+	replica := testservers.StartRedisVolatile(t, "--replicaof", host, port)
+	pc, rc := newClient(t, primary.Addr()), newClient(t, replica.Addr())
+	eventually(t, 10*time.Second, "the replica's first sync", func() error {
+		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
+			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
+		}
+		return nil
+	})
+	g := newGuard(t, pc, redisguard.Options{MinReplicas: 1})
+	epoch := testkit.Must(g.Epoch(ctx))
+	h0 := testkit.Must(pc.HGet(ctx, "stateseal:used:epoch", "h").Int64())
+	// No use at all: only the background refresh can move it, on the
+	// replica too, by 3 s.
+	eventually(t, 15*time.Second, "a heartbeat 3 s later on the replica", func() error {
+		h, err := rc.HGet(ctx, "stateseal:used:epoch", "h").Int64()
+		if err != nil || h < h0+3000 {
+			return fmt.Errorf("heartbeat %d, first %d: %v", h, h0, err)
+		}
+		return nil
+	})
+	if n := testkit.Must(pc.DBSize(ctx).Result()); n != 1 {
+		t.Fatalf("%d keys on the primary, want the epoch alone: the guard was not quiet", n)
+	}
+	heartbeat(t, rc, "stateseal:used:epoch")
+	primary.Stop()
+	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	g2 := newGuard(t, rc, redisguard.Options{MinReplicas: 1})
+	if e := testkit.Must(g2.Epoch(ctx)); !e.Equal(epoch) {
+		t.Fatalf("a quiet durable guard's epoch moved from %v to %v in a failover that lost nothing", epoch, e)
+	}
+}
+
+// TestSealFrom: on a Redis that just started, a state sealed at
+// SealFrom (issued-at in whole seconds) is vouched for, and one sealed a
+// second before it is refused as unvouched: a readiness check that waits
+// for SealFrom dooms no state.
+func TestSealFrom(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	g := newGuard(t, newClient(t, r.Addr()), redisguard.Options{})
+	epoch := testkit.Must(g.Epoch(ctx))
+	from := testkit.Must(g.SealFrom(ctx))
+	if !from.Equal(from.Truncate(time.Second)) || from.Before(epoch.Add(redisguard.DefaultClockMargin)) ||
+		!from.Add(-time.Second).Before(epoch.Add(redisguard.DefaultClockMargin)) {
+		t.Fatalf("SealFrom %v for epoch %v: want the first whole second at or after epoch+margin", from, epoch)
+	}
+	t.Logf("epoch %v, seal from %v", epoch, from)
+	// Use's issued-at as a token carries it: whole seconds.
+	if err := g.Use(ctx, []byte("early"), from.Add(-time.Second), time.Now().Add(time.Minute)); !errors.Is(err, replay.ErrUnvouched) {
+		t.Fatalf("a state issued the second before SealFrom: %v, want unvouched", err)
+	}
+	if err := g.Use(ctx, []byte("at"), from, time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("a state issued at SealFrom: %v, want nil", err)
 	}
 }
 
@@ -345,4 +432,23 @@ func TestDurableLostReply(t *testing.T) {
 	}
 	usedOnce(t, l, g, "cut", at)
 	l.check(t, "cut")
+}
+
+// syncBuffer is a log a test reads while a guard's background work
+// writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

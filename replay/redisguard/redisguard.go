@@ -136,7 +136,11 @@ type Options struct {
 	// record (one that was not among the MinReplicas that acknowledged
 	// it) must never be promoted. 0, the default, waits for no replica,
 	// and every failover moves the epoch (docs/FLEET.md, "Single use in
-	// Redis", says what each costs).
+	// Redis", says what each costs). Every guard on one Redis and prefix
+	// must agree: an epoch made, or recorded under, by a guard without
+	// MinReplicas is an ordinary one, which the next failover moves; a
+	// guard with MinReplicas logs a warning, once per epoch, when it
+	// finds one.
 	MinReplicas int
 }
 
@@ -206,6 +210,7 @@ type Guard struct {
 	policyErr error     // the last verdict on eviction
 	policyAt  time.Time // when it was made
 	epochs    map[string]int64
+	undurable map[string]int64 // epochs a durable guard warned about: made or used by a guard without MinReplicas
 }
 
 // New returns a guard over client and starts its background work.
@@ -227,7 +232,7 @@ func New(client goredis.UniversalClient, opts *Options) *Guard {
 		o.ClockMargin = DefaultClockMargin
 	}
 	g := &Guard{client: client, o: o, buckets: 1, jobs: make(chan job, 8192),
-		quit: make(chan struct{}), done: make(chan struct{}), epochs: map[string]int64{}, now: time.Now}
+		quit: make(chan struct{}), done: make(chan struct{}), epochs: map[string]int64{}, undurable: map[string]int64{}, now: time.Now}
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		g.buckets = clusterBuckets
 	}
@@ -366,10 +371,14 @@ return {'ok', now}
 var touch = goredis.NewScript(nowLua + `
 local durable = tonumber(ARGV[1]) or 0
 ` + epochLua + `
-if durable > 0 and fresh == 0 and ep[3] == '1' then
+local d = ep[3]
+if fresh == 1 then
+  d = redis.call('HGET', KEYS[2], 'd')
+end
+if durable > 0 and fresh == 0 and d == '1' then
   redis.call('HSET', KEYS[2], 'h', now)
 end
-return {et, fresh}
+return {et, fresh, d or '0'}
 `)
 
 // ack confirms ARGV[1]'s record: ARGV[2] is the confirmed value.
@@ -695,6 +704,33 @@ func (g *Guard) Epoch(ctx context.Context) (time.Time, error) {
 	return bounded(ctx, g.touchAll)
 }
 
+// SealFrom returns the first moment from which a state sealed on this
+// host is vouched for. A token's issued-at is in whole seconds (the
+// moment of sealing, rounded down), and Use refuses one issued before
+// Epoch plus Options.ClockMargin, so a state sealed before that sum,
+// rounded up to the next whole second, is refused as unvouched however
+// soon it comes back. After Redis starts (or loses its records) that is
+// up to two seconds away. A readiness check should not report ready
+// before it, on this host's clock: a balancer would send flows whose
+// single-use states are doomed.
+func (g *Guard) SealFrom(ctx context.Context) (time.Time, error) {
+	e, err := g.Epoch(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return sealFrom(e, g.o.ClockMargin), nil
+}
+
+// sealFrom is the first whole second s with s >= epoch + margin: a token
+// issued in s is not refused as stale.
+func sealFrom(epoch time.Time, margin time.Duration) time.Time {
+	t := epoch.Add(margin)
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		return s.Add(time.Second)
+	}
+	return t
+}
+
 func (g *Guard) touchAll(ctx context.Context) (time.Time, error) {
 	var latest int64
 	for b := range g.buckets {
@@ -704,14 +740,27 @@ func (g *Guard) touchAll(ctx context.Context) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("redis: epoch: %w", err)
 		}
 		et, _ := r[0].(int64)
+		d, _ := r[2].(string)
 		latest = max(latest, et)
 		g.mu.Lock()
 		prev, seen := g.epochs[epoch]
 		g.epochs[epoch] = et
+		warn := g.o.MinReplicas > 0 && d != "1" && g.undurable[epoch] != et
+		if warn {
+			g.undurable[epoch] = et
+		}
 		g.mu.Unlock()
 		if seen && prev != et {
 			g.o.Logger.Warn("stateseal single-use: Redis lost or may have lost its records (a restart, failover or flush); states issued before the new epoch are refused",
 				"epoch", time.UnixMilli(et).UTC(), "previous", time.UnixMilli(prev).UTC())
+		}
+		// A guard without MinReplicas made this epoch or recorded under
+		// it: its records were never waited for, so the next failover
+		// moves the epoch whatever this guard waits for. Said once per
+		// epoch: the fleet mixes min_replicas settings.
+		if warn {
+			g.o.Logger.Warn("stateseal single-use: a guard without min_replicas shares this Redis (it made the epoch or recorded under it): a failover will refuse the states issued before it, as without min_replicas",
+				"epoch", time.UnixMilli(et).UTC(), "min_replicas", g.o.MinReplicas)
 		}
 	}
 	return time.UnixMilli(latest), nil
