@@ -112,6 +112,10 @@ func (h *health) report(ctx context.Context) healthReport {
 		r.Guard = map[string]any{"kind": "redis"}
 		ectx, cancel := context.WithTimeout(ctx, time.Second)
 		epoch, err := g.Epoch(ectx)
+		var from time.Time
+		if err == nil {
+			from, err = g.SealFrom(ectx)
+		}
 		if err == nil {
 			err = g.Policy(ectx) // an eviction policy set since the start
 		}
@@ -120,6 +124,13 @@ func (h *health) report(ctx context.Context) healthReport {
 			r.Guard["error"] = err.Error()
 		} else {
 			r.Guard["vouches_from"] = epoch.UTC().Format(time.RFC3339Nano)
+			r.Guard["seals_vouched_from"] = from.UTC().Format(time.RFC3339)
+			// A single-use state sealed before from would be refused
+			// unvouched (Redis just started, or lost its records): not
+			// ready until then, up to 2 s.
+			if time.Now().Before(from) {
+				notReady("single use: Redis vouches for states sealed from " + from.UTC().Format(time.RFC3339) + " (it started or lost its records just now)")
+			}
 		}
 	}
 	return r

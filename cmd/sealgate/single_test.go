@@ -260,3 +260,37 @@ func TestCaseRedisFrozen(t *testing.T) {
 		t.Fatalf("executions %v, want 2 states once each", n)
 	}
 }
+
+// TestReadyVouches: two gateways on a Redis that has just started, as a
+// probe that starts flows at the first /readyz 200 sees them: not one
+// single-use state sealed after readiness is refused "unvouched" (Redis
+// vouches from the end of its start second, plus the clock margin, and a
+// token's issued-at is in whole seconds: readiness waits for that), and
+// each pays once. Half the flows are confirmed through the other
+// gateway.
+func TestReadyVouches(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	ledger := newLedger(t)
+	up := startPay(t, ledger)
+	args := []string{"-upstream", up.URL(), "-keyset", keysetDir(t), "-single-use", "pay", "-replay", r.URL()}
+	a := startGatewayProc(t, args...) // returns at its first /readyz 200
+	const flows = 25
+	var refused []answer
+	for range flows {
+		if got := pay(t, a.proxy, confirmable(t, a.proxy), 0); !got.paid {
+			refused = append(refused, got)
+		}
+	}
+	b := startGatewayProc(t, args...)
+	for range flows {
+		if got := pay(t, b.proxy, confirmable(t, a.proxy), 0); !got.paid {
+			refused = append(refused, got)
+		}
+	}
+	if len(refused) > 0 {
+		t.Fatalf("%d of %d flows started after readiness were refused, first: %v", len(refused), 2*flows, refused[0])
+	}
+	if n := noDoubles(t, ledger); len(n) != 2*flows {
+		t.Fatalf("%d states executed, want %d", len(n), 2*flows)
+	}
+}

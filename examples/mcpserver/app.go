@@ -177,6 +177,7 @@ type healthReport struct {
 	PrimaryKey string         `json:"primary_key,omitempty"` // 8 hex digits, as logs and sealctl show it
 	Guard      map[string]any `json:"guard,omitempty"`
 	status     string         // why not ready, for /readyz
+	guardWait  string         // why single-use states sealed now would be refused
 }
 
 func (a *app) report(ctx context.Context) healthReport {
@@ -213,6 +214,10 @@ func (a *app) report(ctx context.Context) healthReport {
 		r.Guard = map[string]any{"kind": "redis"}
 		ectx, cancel := context.WithTimeout(ctx, time.Second)
 		epoch, err := g.Epoch(ectx)
+		var from time.Time
+		if err == nil {
+			from, err = g.SealFrom(ectx)
+		}
 		if err == nil {
 			err = g.Policy(ectx) // an eviction policy set since the start
 		}
@@ -221,7 +226,17 @@ func (a *app) report(ctx context.Context) healthReport {
 			r.Guard["error"] = err.Error()
 		} else {
 			r.Guard["vouches_from"] = epoch.UTC().Format(time.RFC3339Nano)
+			r.Guard["seals_vouched_from"] = from.UTC().Format(time.RFC3339)
+			// A single-use state sealed before from would be refused
+			// unvouched (Redis just started, or lost its records): not
+			// ready until then, up to 2 s.
+			if a.c.now().Before(from) {
+				r.guardWait = "single use: Redis vouches for states sealed from " + from.UTC().Format(time.RFC3339) + " (it started or lost its records just now)"
+			}
 		}
+	}
+	if r.guardWait != "" && r.Ready {
+		r.Ready, r.status = false, r.guardWait
 	}
 	return r
 }

@@ -128,3 +128,30 @@ func readLog(in *instance) (string, error) {
 	b, err := os.ReadFile(in.log)
 	return string(b), err
 }
+
+// TestReadyVouches (issue 43): on a Redis guard that has just started,
+// the example server is not ready before a single-use state it seals
+// would be vouched for: at its first /readyz 200, /healthz's
+// seals_vouched_from has passed (a probe that started flows then had 37
+// of 50 refused "unvouched").
+func TestReadyVouches(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	_, url := startUnready(t, "vouches", "-replay", r.URL(), "-single-use", "fleet_pay")
+	waitUntil(t, 30*time.Second, "ready", func() bool {
+		code, _ := get(t, url, "/readyz")
+		return code == http.StatusOK
+	})
+	at := time.Now()
+	_, body := get(t, url, "/healthz")
+	var hz struct {
+		Guard struct {
+			VouchesFrom      time.Time `json:"vouches_from"`
+			SealsVouchedFrom time.Time `json:"seals_vouched_from"`
+		}
+	}
+	testkit.Check(json.Unmarshal([]byte(body), &hz))
+	if hz.Guard.SealsVouchedFrom.IsZero() || hz.Guard.SealsVouchedFrom.After(at) ||
+		hz.Guard.SealsVouchedFrom.Before(hz.Guard.VouchesFrom) {
+		t.Fatalf("ready at %v with %s", at, body)
+	}
+}
