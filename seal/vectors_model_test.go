@@ -35,7 +35,7 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 	if _, err := base64.RawURLEncoding.Strict().DecodeString(tok); m("encoding-before-length") && err != nil {
 		return "malformed", nil
 	}
-	if n > v.Open.MaxTokenLen || m("length-inclusive") && n == v.Open.MaxTokenLen {
+	if maxLen := modelTokenLen(v.Open.MaxTokenLen, mut); n > maxLen || m("length-inclusive") && n == maxLen {
 		return "too_large", nil
 	}
 	// 2. Strict base64url.
@@ -183,6 +183,13 @@ func modelLimit(given *float64, def int64, p *vectorPolicy, skew bool, mut strin
 	m := func(name string) bool { return mut == name }
 	// A duration given finer than seconds is rounded down.
 	var server *int64
+	switch {
+	case given != nil && *given == 0 && !skew && m("zero-max-ttl-unbounded"):
+		return math.MaxInt64 / 2
+	case given != nil && *given == 0 && !skew:
+		// A maximum TTL of 0 is unset, as null is; a skew of 0 is no skew.
+		given = nil
+	}
 	if given != nil {
 		n := int64(math.Floor(*given))
 		switch {
@@ -235,7 +242,8 @@ func floorDiv(a, b int64) int64 {
 
 // modelConfigRefused reports whether the vector's sealer (if it has one)
 // or opener is refused when configured: every value in its range, never
-// clamped (FORMAT.md, "Opening" and "Sealing").
+// clamped (FORMAT.md, "Opening" and "Sealing"). A maximum TTL, a default
+// TTL or a maximum token length of 0 is unset, as null is.
 func modelConfigRefused(v vector, mut string) bool {
 	m := func(name string) bool { return mut == name }
 	// The range is checked on the value as given, before it is rounded.
@@ -248,27 +256,67 @@ func modelConfigRefused(v vector, mut string) bool {
 	}
 	maxTTLOK := func(p *float64) bool {
 		p = given(p)
-		return p == nil || 1 <= *p && *p <= 1<<24-1 || m("max-ttl-clamped") && *p > 1<<24-1
-	}
-	lenOK := func(n int) bool { return n >= 71 || m("token-len-under-71-accepted") }
-	if vs := v.Seal; vs != nil {
-		maxTTL := float64(3600)
-		if vs.MaxTTL != nil {
-			maxTTL = math.Floor(*vs.MaxTTL)
-		} else if vs.Policy != nil && m("default-ttl-checked-against-keyset") {
-			maxTTL = float64(vs.Policy.MaxTTL)
+		if p != nil && *p < 1 && m("max-ttl-range-after-rounding") {
+			f := math.Floor(*p)
+			p = &f
 		}
-		defaultOK := vs.DefaultTTL >= 1 && (vs.DefaultTTL <= maxTTL || m("default-ttl-capped-when-configured"))
-		if !maxTTLOK(vs.MaxTTL) || !defaultOK || !lenOK(vs.MaxTokenLen) {
+		switch {
+		case p == nil, *p == 0 && !m("zero-max-ttl-refused"):
+			return true
+		}
+		return 1 <= *p && *p <= 1<<24-1 || m("max-ttl-clamped") && *p > 1<<24-1
+	}
+	lenOK := func(n int) bool {
+		return n >= 71 || n == 0 && !m("zero-token-len-refused") || m("token-len-under-71-accepted")
+	}
+	// The maximum TTL a default TTL is compared with: the server's, rounded
+	// down, or 3600 s if it sets none, keyset or not.
+	maxForDefault := func(p *float64, policy *vectorPolicy) float64 {
+		switch {
+		case p != nil && *p != 0 && m("default-ttl-against-max-as-given"):
+			return *p
+		case p != nil && *p != 0:
+			return math.Floor(*p)
+		case policy != nil && m("default-ttl-checked-against-keyset"):
+			return float64(policy.MaxTTL)
+		}
+		return 3600
+	}
+	// An unset default TTL is 600 s, or the maximum if that is lower.
+	defaultOK := func(d *float64, max float64) bool {
+		if d == nil || *d == 0 {
+			if d != nil && m("zero-default-ttl-refused") {
+				return false
+			}
+			return !m("unset-default-ttl-refused") || 600 <= max
+		}
+		return *d >= 1 && (*d <= max || m("default-ttl-capped-when-configured"))
+	}
+	if vs := v.Seal; vs != nil {
+		sealLenOK := lenOK(vs.MaxTokenLen) || m("sealer-token-len-unchecked") && vs.MaxTokenLen > 0
+		if !maxTTLOK(vs.MaxTTL) || !defaultOK(vs.DefaultTTL, maxForDefault(vs.MaxTTL, vs.Policy)) || !sealLenOK {
 			return true
 		}
 	}
 	if c := v.Open; c.MaxTokenLen != 0 || c.MaxTTL != nil || c.Skew != nil { // a vector without an opener has none
 		s := given(c.Skew)
 		skewOK := s == nil || 0 <= *s && *s <= 600 || m("skew-clamped") && *s > 600 || m("negative-skew-as-none") && *s < 0
-		return !maxTTLOK(c.MaxTTL) || !skewOK || !lenOK(c.MaxTokenLen)
+		// The opener sets no default TTL.
+		return !maxTTLOK(c.MaxTTL) || !skewOK || !lenOK(c.MaxTokenLen) || !defaultOK(nil, maxForDefault(c.MaxTTL, c.Policy))
 	}
 	return false
+}
+
+// modelTokenLen is a maximum token length in force: 0 is unset, the
+// default.
+func modelTokenLen(n int, mut string) int {
+	if n == 0 && mut == "zero-token-len-unbounded" {
+		return math.MaxInt
+	}
+	if n == 0 {
+		return 65536
+	}
+	return n
 }
 
 // modelSeal seals a vector's payload the way FORMAT.md's "Sealing" says,
@@ -290,12 +338,20 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 		return "", false
 	}
 	maxTTL := modelLimit(vs.MaxTTL, 3600, vs.Policy, false, mut)
+	if m("seal-max-ttl-rounded-to-nearest") && vs.MaxTTL != nil && *vs.MaxTTL != 0 {
+		maxTTL = int64(math.Round(*vs.MaxTTL))
+	}
 	if ttl == 0 {
 		// The default TTL is not rounded when configured: step 1 rounds it
-		// up, as any requested TTL.
-		ttl = int64(math.Round(vs.DefaultTTL * 1000))
+		// up, as any requested TTL. Unset (null or 0), it is 600 s, which
+		// the cap below brings down to a lower maximum.
+		def := float64(600)
+		if vs.DefaultTTL != nil && *vs.DefaultTTL != 0 {
+			def = *vs.DefaultTTL
+		}
+		ttl = int64(math.Round(def * 1000))
 		if m("default-ttl-rounded-down") {
-			ttl = int64(math.Floor(vs.DefaultTTL)) * 1000
+			ttl = int64(math.Floor(def)) * 1000
 		}
 		if !m("default-ttl-uncapped") {
 			ttl = min(ttl, maxTTL*1000)
@@ -377,7 +433,7 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	if m("sealer-length-in-envelope-bytes") {
 		n = over + len(payload)
 	}
-	if !m("no-sealer-length-limit") && (n > vs.MaxTokenLen || m("sealer-length-inclusive") && n == vs.MaxTokenLen) {
+	if maxLen := modelTokenLen(vs.MaxTokenLen, mut); !m("no-sealer-length-limit") && (n > maxLen || m("sealer-length-inclusive") && n == maxLen) {
 		return "", false
 	}
 	header := []byte{version}
@@ -588,4 +644,8 @@ var tokenMutations = []string{
 	"skew-clamped", "negative-skew-as-none", "max-ttl-clamped", "token-len-under-71-accepted",
 	"default-ttl-capped-when-configured", "default-ttl-checked-against-keyset",
 	"durations-rounded-up", "durations-rounded-to-nearest", "durations-range-after-rounding", "default-ttl-rounded-down",
+	// Readings no vector caught before the vectors for issue 46.
+	"max-ttl-range-after-rounding", "unset-default-ttl-refused", "default-ttl-against-max-as-given",
+	"seal-max-ttl-rounded-to-nearest", "sealer-token-len-unchecked", "zero-max-ttl-refused", "zero-max-ttl-unbounded",
+	"zero-default-ttl-refused", "zero-token-len-refused", "zero-token-len-unbounded",
 }

@@ -75,7 +75,7 @@ type vectorBind struct {
 type vectorSeal struct {
 	NowMillis   int64         `json:"now_ms"`
 	TTLMillis   int64         `json:"ttl_ms"`
-	DefaultTTL  float64       `json:"default_ttl"` // seconds, whole or not
+	DefaultTTL  *float64      `json:"default_ttl"` // seconds, whole or not; null: the server sets none
 	MaxTTL      *float64      `json:"max_ttl"`     // null: the server sets none
 	MaxTokenLen int           `json:"max_token_len"`
 	Policy      *vectorPolicy `json:"policy,omitempty"` // the keyset's, if the keys come from one
@@ -182,10 +182,11 @@ func (v *vector) configure(t *testing.T) error {
 		for _, k := range v.Seal.Keys {
 			keys = append(keys, k.parse(t))
 		}
-		_, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: duration(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
+		_, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: seconds(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
 		return err
 	}
-	o := &Options{MaxTTL: seconds(v.Open.MaxTTL), DefaultTTL: time.Second, Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
+	// The opener sets no default TTL: a vector gives it none.
+	o := &Options{MaxTTL: seconds(v.Open.MaxTTL), Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
 	if o.Skew == 0 && v.Open.Skew != nil {
 		o.Skew = NoSkew
 	}
@@ -200,7 +201,7 @@ func (v *vector) opener(t *testing.T) (*Sealer, Binding) {
 	k := v.Key.parse(t)
 	filler := vkey("filler", keyring.AEAD)
 	now := time.UnixMilli(v.Open.NowMillis)
-	o := &Options{Now: func() time.Time { return now }, MaxTTL: seconds(v.Open.MaxTTL), DefaultTTL: time.Second, Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
+	o := &Options{Now: func() time.Time { return now }, MaxTTL: seconds(v.Open.MaxTTL), Skew: seconds(v.Open.Skew), MaxTokenLen: v.Open.MaxTokenLen}
 	if o.Skew == 0 && v.Open.Skew != nil {
 		o.Skew = NoSkew
 	}
@@ -259,7 +260,7 @@ func (v *vector) seal(t *testing.T, b Binding) (sealed, error) {
 		keys = append(keys, k.parse(t))
 	}
 	at := time.UnixMilli(v.Seal.NowMillis)
-	s, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: duration(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
+	s, err := New(policyRing(t, v.Seal.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(v.Seal.MaxTTL), DefaultTTL: seconds(v.Seal.DefaultTTL), MaxTokenLen: v.Seal.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}
