@@ -250,6 +250,7 @@ func (g *gen) lastReadings(macKey keyring.Key, tool Binding, older keyring.Key) 
 	})
 
 	g.readersVectors(macKey, tool)
+	g.surrogateVectors(macKey, tool)
 }
 
 // TestFractionalDurations holds the package to docs/FORMAT.md's reading of

@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -26,6 +27,9 @@ import (
 // reading instead. It returns the expectation it reaches and the payload.
 func model(t *testing.T, v vector, mut string) (string, []byte) {
 	m := func(name string) bool { return mut == name }
+	if len(v.Binding.lone) > 0 && m("lone-surrogate-refused-first") {
+		return "invalid", nil // before any step, rather than at step 6
+	}
 	tok := v.Token
 	// 1. Length, in bytes of the token as sent.
 	n := len(tok)
@@ -149,7 +153,12 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 	if n := len(v.Binding.ArgsDigest) / 2; m("digest-must-be-32") && n != 0 && n != 32 {
 		return "invalid", nil
 	}
-	ad := modelAD(t, v, raw[:13], mut)
+	ad, encoded := modelAD(t, v, raw[:13], mut)
+	if !encoded {
+		// A binding string with a lone surrogate has no UTF-8: no token
+		// is authentic under it.
+		return "invalid", nil
+	}
 	if v.AD != "" && mut == "" && hex.EncodeToString(ad) != v.AD {
 		t.Errorf("%s: the model's associated data %x, the vector's %s", v.Name, ad, v.AD)
 	}
@@ -443,7 +452,10 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	if n := len(v.Binding.ArgsDigest) / 2; m("digest-must-be-32") && n != 0 && n != 32 {
 		return "", false
 	}
-	ad := modelAD(t, v, header, mut)
+	ad, encoded := modelAD(t, v, header, mut)
+	if !encoded {
+		return "", false
+	}
 	key := unhex(t, primary.Material)
 	env := append([]byte(nil), header...)
 	if version == 1 {
@@ -462,16 +474,53 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	return base64.RawURLEncoding.EncodeToString(env), true
 }
 
-// modelAD is the associated data: the header, then the binding.
-func modelAD(t *testing.T, v vector, header []byte, mut string) []byte {
-	b := modelBinding(t, v, mut)
+// modelAD is the associated data: the header, then the binding; ok false
+// if a binding string cannot be encoded.
+func modelAD(t *testing.T, v vector, header []byte, mut string) (ad []byte, ok bool) {
+	b, ok := modelBinding(t, v, mut)
 	if mut == "header-not-in-ad" {
-		return b
+		return b, ok
 	}
-	return append(append([]byte(nil), header...), b...)
+	return append(append([]byte(nil), header...), b...), ok
 }
 
-func modelBinding(t *testing.T, v vector, mut string) []byte {
+// modelString is a binding string as a reader whose strings are UTF-16
+// code units or code points has it: as written in JSON, where a lone
+// surrogate can be, and then encoded as UTF-8, which it has none of. A
+// wrong reading encodes it as U+FFFD or as WTF-8 instead.
+func modelString(raw, mut string) (string, bool) {
+	var b []byte
+	ok := true
+	for i := 0; i < len(raw); {
+		if raw[i] != '\\' || i+6 > len(raw) || raw[i+1] != 'u' {
+			b = append(b, raw[i])
+			i++
+			continue
+		}
+		r := rune(testkit.Must(strconv.ParseUint(raw[i+2:i+6], 16, 16)))
+		i += 6
+		if 0xD800 <= r && r < 0xDC00 && i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+			if lo := rune(testkit.Must(strconv.ParseUint(raw[i+2:i+6], 16, 16))); 0xDC00 <= lo && lo < 0xE000 {
+				b = utf8.AppendRune(b, 0x10000+(r-0xD800)<<10+(lo-0xDC00))
+				i += 6
+				continue
+			}
+		}
+		switch {
+		case r < 0xD800 || r >= 0xE000:
+			b = utf8.AppendRune(b, r)
+		case mut == "lone-surrogate-replaced":
+			b = utf8.AppendRune(b, utf8.RuneError)
+		case mut == "lone-surrogate-as-wtf8":
+			b = append(b, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+		default:
+			ok = false
+		}
+	}
+	return string(b), ok
+}
+
+func modelBinding(t *testing.T, v vector, mut string) ([]byte, bool) {
 	digest := unhex(t, v.Binding.ArgsDigest)
 	if mut == "digest-as-hex-text" {
 		digest = []byte(v.Binding.ArgsDigest)
@@ -485,8 +534,16 @@ func modelBinding(t *testing.T, v vector, mut string) []byte {
 		}
 		return []byte(s)
 	}
-	fields := [][]byte{str(v.Binding.Method), str(v.Binding.Target), str(v.Binding.principal(t)),
-		str(v.Binding.Audience), str(v.Binding.Session), digest, unhex(t, v.Binding.Context)}
+	encoded := true
+	field := func(name, s string) []byte {
+		if raw, ok := v.Binding.lone[name]; ok {
+			s, ok = modelString(raw, mut)
+			encoded = encoded && ok
+		}
+		return str(s)
+	}
+	fields := [][]byte{field("method", v.Binding.Method), field("target", v.Binding.Target), field("principal", v.Binding.principal(t)),
+		field("audience", v.Binding.Audience), field("session", v.Binding.Session), digest, unhex(t, v.Binding.Context)}
 	length := func(b []byte, n int) []byte {
 		switch mut {
 		case "one-byte-lengths":
@@ -517,7 +574,7 @@ func modelBinding(t *testing.T, v vector, mut string) []byte {
 		b = length(b, n)
 		b = append(b, f...)
 	}
-	return b
+	return b, encoded
 }
 
 // composeAcute is NFC for the vectors' one decomposed character, e and
@@ -648,4 +705,5 @@ var tokenMutations = []string{
 	"max-ttl-range-after-rounding", "unset-default-ttl-refused", "default-ttl-against-max-as-given",
 	"seal-max-ttl-rounded-to-nearest", "sealer-token-len-unchecked", "zero-max-ttl-refused", "zero-max-ttl-unbounded",
 	"zero-default-ttl-refused", "zero-token-len-refused", "zero-token-len-unbounded",
+	"lone-surrogate-replaced", "lone-surrogate-as-wtf8", "lone-surrogate-refused-first",
 }

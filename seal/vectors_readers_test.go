@@ -2,7 +2,13 @@ package seal
 
 import (
 	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/stateseal/stateseal/keyring"
 )
@@ -76,4 +82,58 @@ func (g *gen) readersVectors(macKey keyring.Key, tool Binding) {
 	g.bad(five, "zero-max-token-len-too-large", "too_large", "65 537 characters against the opener's maximum token length given as 0, which is unset: the default 65 536 holds (not no bound: unbounded, a length of 1 modulo 4 would be malformed)", func(v *vector) {
 		v.Token, v.Open.MaxTokenLen = strings.Repeat("A", DefaultMaxTokenLen+1), 0
 	})
+}
+
+// TestVectorCounts holds the counts FORMAT.md states ("There are N
+// vectors: ...") to the vectors file, so that the text and the file are
+// changed together.
+func TestVectorCounts(t *testing.T) {
+	data, err := os.ReadFile("../docs/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(data)), " ")
+	m := regexp.MustCompile("There are ([0-9]+) vectors: ([^;]*); and ([0-9]+) `args_vectors`: ([0-9]+) accepted, ([0-9]+) refused and ([0-9]+) `config`").FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal(`FORMAT.md states no "There are N vectors: ...; and M ` + "`args_vectors`" + `: ..."`)
+	}
+	vf := readVectors(t)
+	got := map[string]int{}
+	for _, v := range vf.Vectors {
+		got[v.Expect]++
+	}
+	stated, sum := map[string]int{}, 0
+	for _, part := range strings.Split(m[2], ", ") {
+		var n int
+		var kind string
+		if _, err := fmt.Sscanf(part, "%d `%s", &n, &kind); err != nil {
+			t.Fatalf("%q: %v", part, err)
+		}
+		stated[strings.TrimSuffix(kind, "`")] = n
+		sum += n
+	}
+	if total, _ := strconv.Atoi(m[1]); total != len(vf.Vectors) || sum != total {
+		t.Errorf("FORMAT.md states %s vectors (its parts sum to %d); the file has %d", m[1], sum, len(vf.Vectors))
+	}
+	if !maps.Equal(stated, got) {
+		t.Errorf("FORMAT.md states %v; the file has %v", stated, got)
+	}
+	args := [3]int{}
+	for _, v := range vf.ArgsVectors {
+		switch v.Refused {
+		case "":
+			args[0]++
+		case "config":
+			args[2]++
+		default:
+			args[1]++
+		}
+	}
+	want := [3]int{}
+	for i := range want {
+		want[i], _ = strconv.Atoi(m[4+i])
+	}
+	if n, _ := strconv.Atoi(m[3]); n != len(vf.ArgsVectors) || args != want {
+		t.Errorf("FORMAT.md states %s args_vectors, %v accepted, refused, config; the file has %d, %v", m[3], want, len(vf.ArgsVectors), args)
+	}
 }

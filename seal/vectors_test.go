@@ -65,6 +65,9 @@ type vectorBind struct {
 	Session      string `json:"session"`
 	ArgsDigest   string `json:"args_digest"` // hex: bound as raw bytes
 	Context      string `json:"context"`     // hex: bound as raw bytes
+	// lone holds, by JSON name, the strings that hold a lone surrogate,
+	// as written in JSON; their fields are empty (vectors_surrogate_test.go).
+	lone map[string]string
 }
 
 // vectorSeal is the sealer's side of a vector: at now (Unix
@@ -132,6 +135,10 @@ func TestVectors(t *testing.T) {
 			}
 			if (v.Reason != "") != (want != nil) {
 				t.Fatalf("reason %q with expect %s: an opener's error has a reason, ok and not_sealed none", v.Reason, v.Expect)
+			}
+			if len(v.Binding.lone) > 0 {
+				v.checkLone(t)
+				return
 			}
 			if v.Expect == "config" {
 				if err := v.configure(t); err == nil {
