@@ -766,6 +766,7 @@ func writeKeysetVectors(t *testing.T) {
 
 	g.boundaryVectors(s, fleet, mac, next, single, cfg)
 	g.lastReadings(s, fleet, next, single, cfg)
+	g.readersVectors(s, single, cfg)
 
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)

@@ -698,7 +698,11 @@ func kmPlain(u, mut string) bool {
 	if !found || !regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`).MatchString(scheme) {
 		return false
 	}
-	for _, c := range []byte(u) {
+	printable := u
+	if m("config-query-unprintable-accepted") {
+		printable, _, _ = strings.Cut(u, "?")
+	}
+	for _, c := range []byte(printable) {
 		if c < 0x21 || c > 0x7e {
 			return false
 		}
@@ -706,7 +710,11 @@ func kmPlain(u, mut string) bool {
 	if m("config-fragment-dropped") {
 		u, _, _ = strings.Cut(u, "#")
 	}
-	if strings.Contains(u, "#") {
+	if m("config-fragment-before-query-only") {
+		if b, _, _ := strings.Cut(u, "?"); strings.Contains(b, "#") {
+			return false
+		}
+	} else if strings.Contains(u, "#") {
 		return false
 	}
 	base, query, _ := strings.Cut(u, "?")
@@ -716,7 +724,8 @@ func kmPlain(u, mut string) bool {
 		}
 	}
 	for _, c := range []byte(base) {
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/:$&+,;=", c) >= 0) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/:$&+,;=", c) >= 0 ||
+			c == '%' && m("config-escapes-before-query-accepted")) {
 			return false
 		}
 	}
@@ -737,6 +746,10 @@ func kmPlain(u, mut string) bool {
 func kmIdentity(u, mut string) string {
 	m := func(name string) bool { return mut == name }
 	base, query, found := strings.Cut(u, "?")
+	if m("identity-base-normalized") {
+		// A WHATWG URL parser removes dot segments from the path.
+		base = strings.ReplaceAll(base, "/./", "/")
+	}
 	if !found || query == "" && !m("identity-bare-question-kept") {
 		return base
 	}
@@ -771,6 +784,10 @@ func kmIdentity(u, mut string) string {
 		ps = append(ps, param{n, v, raw})
 	}
 	switch {
+	case m("identity-sort-utf16"):
+		slices.SortStableFunc(ps, func(a, b param) int {
+			return slices.Compare(utf16.Encode([]rune(a.name)), utf16.Encode([]rune(b.name)))
+		})
 	case m("identity-unsorted"):
 	case m("identity-sort-escaped"):
 		slices.SortStableFunc(ps, func(a, b param) int { return strings.Compare(a.raw, b.raw) })
@@ -785,6 +802,10 @@ func kmIdentity(u, mut string) string {
 	for _, p := range ps {
 		if m("identity-raw-query") {
 			out = append(out, p.name)
+			continue
+		}
+		if p.value == "" && m("identity-bare-name-without-equals") {
+			out = append(out, kmEscape(p.name, mut))
 			continue
 		}
 		out = append(out, kmEscape(p.name, mut)+"="+kmEscape(p.value, mut))
@@ -820,11 +841,18 @@ func kmUnescape(s string) (string, error) {
 
 func kmEscape(s, mut string) string {
 	var b strings.Builder
+	unreserved := "-._~"
+	switch mut {
+	case "identity-urlsearchparams": // application/x-www-form-urlencoded, WHATWG
+		unreserved = "*-._"
+	case "identity-encode-uri-component":
+		unreserved = "-_.!~*'()"
+	}
 	for _, c := range []byte(s) {
 		switch {
-		case 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0:
+		case 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte(unreserved, c) >= 0:
 			b.WriteByte(c)
-		case c == ' ' && mut != "identity-space-as-percent-20":
+		case c == ' ' && mut != "identity-space-as-percent-20" && mut != "identity-encode-uri-component":
 			b.WriteByte('+')
 		case mut == "identity-lower-hex":
 			fmt.Fprintf(&b, "%%%02x", c)
@@ -901,6 +929,19 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 		}
 		for _, u := range keks {
 			if !kmPlain(u, mut) {
+				return true
+			}
+			// A scheme the loader opens: the vectors' loader knows these.
+			scheme, _, _ := strings.Cut(u, ":")
+			if m("config-scheme-lowered") {
+				scheme = strings.ToLower(scheme)
+			}
+			if !slices.Contains([]string{"local", "awskms", "gcpkms", "vault"}, scheme) && !m("config-unknown-scheme-accepted") {
+				return true
+			}
+			// A local URL has no query, not even an empty one.
+			_, query, found := strings.Cut(u, "?")
+			if scheme == "local" && found && !m("config-local-query-ignored") && !(query == "" && m("config-local-bare-question-dropped")) {
 				return true
 			}
 		}
@@ -1030,6 +1071,18 @@ func (km *kmModel) loadDoc(v kvVector, h *kmHistory) kmLoaded {
 	kek, err := hex.DecodeString(km.f.KEKs[i].Key)
 	if err != nil {
 		km.t.Fatal(err)
+	}
+	if c.KEKFile != nil && kekURL == c.KEKs[0] {
+		// The KEK's own file, read by "local"'s rules: one that is
+		// refused does not open, which is no refusal of the document.
+		key, ok := kmKEKFile(*c.KEKFile, "")
+		switch {
+		case !ok && m("refused-kek-file-unauthenticated"):
+			return kmLoaded{expect: "unauthenticated"}
+		case !ok:
+			return kmLoaded{expect: "kek_unavailable"}
+		}
+		kek = key
 	}
 	keks := [][]byte{kek}
 	if m("unwrap-with-any-trusted-kek") {

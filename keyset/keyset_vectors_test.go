@@ -72,6 +72,9 @@ type kvConfig struct {
 	// After names the vectors whose documents the same loader installed
 	// first, in this order.
 	After []string `json:"after,omitempty"`
+	// KEKFile, if set, is the text of the first configured KEK's file for
+	// this loader, in place of the one KEKs gives.
+	KEKFile *string `json:"kek_file,omitempty"`
 }
 
 // kvLoaded is what an ok vector loads to.
@@ -117,6 +120,9 @@ var kvExpect = map[string]error{
 	"stale": ErrStale, "unauthenticated": ErrUnauthenticated, "fork": ErrFork,
 	"unwrap": backends.ErrUnwrap, "no_primary": keyring.ErrNoPrimary,
 	"config": ErrConfig,
+	// The configured KEK does not open: no refusal of the document, but a
+	// transient failure, as a KMS that does not answer (checked apart).
+	"kek_unavailable": nil,
 }
 
 // kvBeforeKMS are the refusals decided before any KEK is opened.
@@ -240,6 +246,12 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 			t.Fatal(err)
 		}
 	}
+	if v.Config.KEKFile != nil {
+		u := testkit.Must(url.Parse(v.Config.KEKs[0]))
+		if err := os.WriteFile(filepath.Join(dir, u.Opaque), []byte(*v.Config.KEKFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := filepath.Join(dir, "keyset.json")
 	kms := newKVKMS()
 	now := time.UnixMilli(v.Config.NowMillis)
@@ -289,6 +301,20 @@ func kvCheckGo(t *testing.T, f kvFile, byName map[string]*kvVector, v kvVector) 
 	}
 	if slices.Contains(kvBeforeKMS, v.Expect) && (kms.opens.Load() != opens || kms.calls.Load() != calls) {
 		t.Errorf("a %s refusal opened a KEK or called one (%d opens, %d calls)", v.Expect, kms.opens.Load()-opens, kms.calls.Load()-calls)
+	}
+	if v.Expect == "kek_unavailable" {
+		// Not a refusal of the document: none of the refusals' errors, and
+		// a loader retries it as it does a KMS that does not answer.
+		var te transientError
+		for name, e := range kvExpect {
+			if e != nil && errors.Is(err, e) {
+				t.Fatalf("%v (%s); want the KEK unavailable, no refusal of the document", err, name)
+			}
+		}
+		if err == nil || !errors.As(err, &te) {
+			t.Fatalf("%v; want a transient failure to open the KEK", err)
+		}
+		return
 	}
 	if v.Expect != "ok" {
 		want := kvExpect[v.Expect]

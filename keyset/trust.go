@@ -3,6 +3,7 @@ package keyset
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/stateseal/stateseal/backends"
@@ -33,10 +34,14 @@ var (
 	// window allows.
 	ErrStale = errors.New("keyset: the keyset has expired; refresh it")
 	// ErrConfig reports a loader's configuration that is refused whatever
-	// the store holds: a configured KEK URL that is not plain
-	// (docs/KEYSET-FORMAT.md, "KEK URLs and identity"), the KEK or the
-	// previous one, or a keyset in a store with no KEK configured. It is
-	// decided before any document is read.
+	// the store holds: a configured KEK URL, the KEK or the previous one,
+	// that is not plain (docs/KEYSET-FORMAT.md, "KEK URLs and identity"),
+	// that is a local URL with a '?', or whose scheme no backend of
+	// LoadOptions.Backends opens; or a keyset in a store with no KEK
+	// configured. It is decided before any document is read. A KEK that
+	// is configured well but does not open (a local key file missing or
+	// refused) is not ErrConfig: it is reported, and retried, as a KMS
+	// that does not answer.
 	ErrConfig = errors.New("keyset: configuration refused")
 )
 
@@ -60,9 +65,20 @@ func trustedKEKs(location string, o *LoadOptions) ([]string, error) {
 		// Every configured URL is checked, not only the one a document
 		// matches: a configuration is refused as a whole, before any
 		// document is read.
+		reg := backends.Default
+		if o.Backends != nil {
+			reg = o.Backends
+		}
 		for _, u := range urls {
 			if _, err := kekIdentity(u); err != nil {
 				return nil, fmt.Errorf("%w: configured KEK: %w", ErrConfig, err)
+			}
+			// A scheme no backend opens can never authenticate anything:
+			// refused now, with the schemes that would do, rather than
+			// reported at every load as a KMS that does not answer.
+			scheme, _, _ := strings.Cut(u, ":")
+			if known := reg.Schemes(); !slices.Contains(known, scheme) {
+				return nil, fmt.Errorf("%w: configured KEK: no backend for scheme %q (registered: %s)", ErrConfig, scheme, strings.Join(known, ", "))
 			}
 		}
 		return urls, nil

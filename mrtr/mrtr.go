@@ -52,8 +52,9 @@ type Options struct {
 	// state replay for another. Set it only for a server without user
 	// authentication whose tools act the same for every caller.
 	AllowAnonymous bool
-	// DefaultTTL is the lifetime of a sealed state; 0 means the seal
-	// package's default (10 minutes). The keyset's maximum TTL caps it.
+	// DefaultTTL is the lifetime of a sealed state; 0 means the Sealer's
+	// default TTL (seal.Options.DefaultTTL: 10 minutes unless set, or its
+	// maximum TTL if that is lower). The keyset's maximum TTL caps it.
 	DefaultTTL time.Duration
 	// TTL overrides DefaultTTL per target: tool name, prompt name or
 	// resource URI.

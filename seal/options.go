@@ -26,7 +26,12 @@ const MaxTTLLimit = keyring.MaxTTLLimit
 // mean every default.
 type Options struct {
 	// DefaultTTL is the lifetime of tokens sealed with a TTL of 0: at
-	// least a second, at most the maximum TTL. 0 means DefaultTTL.
+	// least a second, at most the maximum TTL (MaxTTL as it is used,
+	// rounded down to whole seconds, or DefaultMaxTTL if unset; a default
+	// above it is refused, never capped, since the server asked for that
+	// lifetime). 0 means DefaultTTL, or the maximum TTL if that is lower:
+	// a server that only lowers its maximum is not refused for a default
+	// it never set.
 	DefaultTTL time.Duration
 	// MaxTTL is the longest lifetime Seal gives a token and Open accepts.
 	// Seal caps longer TTLs at it; Open rejects an authentic token that
@@ -75,7 +80,8 @@ func newConfig(o *Options) (config, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	if o.DefaultTTL != 0 {
+	defaultSet := o.DefaultTTL != 0
+	if defaultSet {
 		if o.DefaultTTL < time.Second {
 			return config{}, fmt.Errorf("seal: default TTL %v is under one second", o.DefaultTTL)
 		}
@@ -104,7 +110,14 @@ func newConfig(o *Options) (config, error) {
 	if o.Now != nil {
 		c.now = o.Now
 	}
-	if c.defaultTTL > c.maxTTL {
+	// A default TTL is compared with the maximum as it is used, rounded
+	// down: a default of 299.5 s seals for 300 s, which a maximum of
+	// 299.9 s (299 s) would cap. An unset default follows the maximum
+	// down.
+	switch {
+	case !defaultSet:
+		c.defaultTTL = min(c.defaultTTL, c.maxTTL)
+	case c.defaultTTL > c.maxTTL:
 		return config{}, fmt.Errorf("seal: default TTL %v exceeds maximum TTL %v", c.defaultTTL, c.maxTTL)
 	}
 	return c, nil

@@ -2,6 +2,7 @@ package seal
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -16,6 +17,10 @@ type argsVector struct {
 	Comment  string  `json:"comment"`
 	Input    *string `json:"input,omitempty"`     // the arguments, as text
 	InputHex string  `json:"input_hex,omitempty"` // or as bytes, when not valid UTF-8
+	// Params, instead of either, is the text of a request's params
+	// object: the input is its arguments member's value as written, or
+	// empty when it has none. None of the three for config vectors.
+	Params   *string `json:"params,omitempty"`
 	MaxBytes int     `json:"max_args_bytes"`
 	MaxDepth int     `json:"max_args_depth"`
 	// Canonical and Digest (hex) for accepted input; Refused names the
@@ -38,11 +43,26 @@ var refusals = map[string]error{
 var errConfigBounds = errors.New("bounds refused when configured")
 
 func (v *argsVector) input(t *testing.T) []byte {
-	if v.Input != nil {
+	switch {
+	case v.Input != nil:
 		return []byte(*v.Input)
+	case v.Params != nil:
+		// What a Go server holds of the arguments: go-sdk's
+		// CallToolParamsRaw and mcp-go's RawArguments are a
+		// json.RawMessage, the value's bytes from its first to its last.
+		var p struct {
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		if err := json.Unmarshal([]byte(*v.Params), &p); err != nil {
+			t.Fatalf("%s: params: %v", v.Name, err)
+		}
+		return p.Arguments
 	}
 	return unhex(t, v.InputHex)
 }
+
+// hasInput reports whether the vector carries an input in any form.
+func (v *argsVector) hasInput() bool { return v.Input != nil || v.InputHex != "" || v.Params != nil }
 
 // limits are the vector's bounds, 0 taken as the default (docs/FORMAT.md,
 // "Argument digest").
@@ -64,14 +84,21 @@ func (v *argsVector) options() ArgsOptions {
 // run digests the vector's input and reports whether the result is the
 // one the vector expects, and what it got.
 func (v *argsVector) run(t *testing.T) (ok bool, got string) {
+	if v.Refused == "config" {
+		// The bounds alone are refused: there is no input to refuse, so a
+		// package that never checks its bounds fails here (a size bound of
+		// -1 would refuse any input it was given).
+		if v.hasInput() {
+			return false, "a config vector with an input"
+		}
+		_, derr := v.options().Digest(nil)
+		return derr != nil && !errors.Is(derr, ErrArguments), "error " + errString(derr)
+	}
 	in := v.input(t)
 	canon, err := canonjson.Append(nil, in, v.limits(), excludedArgs)
 	d, derr := v.options().Digest(in)
 	if (err == nil) != (derr == nil) {
 		t.Fatalf("%s: canonjson.Append and Digest disagree: %v, %v", v.Name, err, derr)
-	}
-	if v.Refused == "config" {
-		return derr != nil && !errors.Is(derr, ErrArguments), "error " + errString(derr)
 	}
 	if v.Refused != "" {
 		return errors.Is(err, refusals[v.Refused]), "error " + errString(err)
@@ -120,7 +147,9 @@ func av(t *testing.T, name, comment, input string, edit ...func(*argsVector)) ar
 	}
 	in := v.input(t)
 	if _, err := v.options().Digest(in); err != nil && !errors.Is(err, ErrArguments) {
-		v.Refused = "config"
+		// Refused when configured, whatever the input: the vector carries
+		// none, so that refusing an input cannot pass it.
+		v.Refused, v.Input, v.InputHex, v.Params = "config", nil, "", nil
 		return v
 	}
 	canon, err := canonjson.Append(nil, in, v.limits(), excludedArgs)
@@ -254,5 +283,19 @@ func argsVectors(t *testing.T) []argsVector {
 		av(t, "string-short-escapes", "U+0008, U+000C, U+000A, U+000D and U+0009 as \\b \\f \\n \\r \\t", `{"s":"\u0008\u000c\u000a\u000d\u0009"}`),
 		av(t, "string-del-and-c1", "U+007F and U+0080 to U+009F are not escaped: only U+0000 to U+001F are", `{"s":"\u007f\u0080\u0085\u009f"}`),
 		av(t, "string-html-characters", "<, > and & as themselves", `{"s":"<a href=\"x\">&amp;</a>"}`),
+		// Issue 46: simple folding is the C and S lines, not C alone; a
+		// request's params with and without arguments.
+		av(t, "fold-capital-sharp-s", "ẞ (U+1E9E) folds to ß (U+00DF) by its S line, which simple folding takes and C lines alone do not", `{"ß":1,"ẞ":2}`),
+		av(t, "fold-greek-prosgegrammeni", "ᾈ (U+1F88) folds to ᾀ (U+1F80) by its S line", `{"ᾀ":1,"ᾈ":2}`),
+		av(t, "params-without-arguments", "a request's params without an arguments member: the input is empty, so the digest of {} (never no digest)", "", fromParams(`{"name":"book_flight","_meta":{"progressToken":1}}`)),
+		av(t, "params-arguments-empty-object", "a request's params whose arguments is {}: the same digest as without arguments", "", fromParams(`{"name":"book_flight","arguments":{}}`)),
+		av(t, "params-arguments-null", "a request's params whose arguments is null: the empty object too", "", fromParams(`{"name":"book_flight","arguments":null}`)),
+		av(t, "params-arguments-whitespace-not-counted", "the input is the arguments value from its first byte to its last: the whitespace around it in the request is not part of it, so its 10 bytes are within a 10-byte bound", "", fromParams("{\"arguments\": \n {\"a\":\"12\"}\t ,\"name\":\"t\"}"), bounds(10, 64)),
 	}
+}
+
+// fromParams makes the vector's input the arguments of a request's
+// params, given as text.
+func fromParams(params string) func(*argsVector) {
+	return func(v *argsVector) { v.Input, v.Params = nil, &params }
 }

@@ -40,7 +40,7 @@ func vkey(label string, alg keyring.Algorithm) keyring.Key {
 // sealAt are the sealer's settings of most vectors: at iat, a requested
 // ttl in milliseconds, a default TTL of 600 s and a maximum of 7200 s.
 func sealAt(ttlMillis int64) vectorSeal {
-	return vectorSeal{NowMillis: iat * 1000, TTLMillis: ttlMillis, DefaultTTL: 600, MaxTTL: secs(7200), MaxTokenLen: DefaultMaxTokenLen}
+	return vectorSeal{NowMillis: iat * 1000, TTLMillis: ttlMillis, DefaultTTL: secs(600), MaxTTL: secs(7200), MaxTokenLen: DefaultMaxTokenLen}
 }
 
 const (
@@ -360,7 +360,7 @@ func (g *gen) handMAC(name, comment string, k keyring.Key, b Binding, payload []
 func vectorSealer(t *testing.T, keys []keyring.Key, vs vectorSeal) *Sealer {
 	t.Helper()
 	at := time.UnixMilli(vs.NowMillis)
-	s, err := New(policyRing(t, vs.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(vs.MaxTTL), DefaultTTL: duration(vs.DefaultTTL), MaxTokenLen: vs.MaxTokenLen})
+	s, err := New(policyRing(t, vs.Policy, keys...), &Options{Now: func() time.Time { return at }, MaxTTL: seconds(vs.MaxTTL), DefaultTTL: seconds(vs.DefaultTTL), MaxTokenLen: vs.MaxTokenLen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,7 +227,7 @@ func (g *gen) lastReadings(macKey keyring.Key, tool Binding, older keyring.Key) 
 		v.Open.MaxTTL = secs(299.9)
 	})
 	fractional := sealAt(0)
-	fractional.DefaultTTL = 90.5
+	fractional.DefaultTTL = secs(90.5)
 	g.vs = append(g.vs, makeVector(t, "mac-fractional-default-ttl", "ttl 0 under a default TTL of 90.5 s: seals for 91 s, rounded up as a requested TTL is (not rounded down when configured)",
 		[]keyring.Key{macKey}, tool, []byte("f"), fractional, g.check))
 
@@ -238,16 +238,19 @@ func (g *gen) lastReadings(macKey keyring.Key, tool Binding, older keyring.Key) 
 		g.vs = append(g.vs, vector{Name: name, Comment: comment, Binding: bindJSON(tool), Payload: hex.EncodeToString([]byte("c")), Seal: &vs, Expect: "config"})
 	}
 	sealerConfig("config-default-ttl-over-max", "the sealer's default TTL (7200 s) is above its maximum TTL (3600 s): refused, not capped", func(vs *vectorSeal) {
-		vs.DefaultTTL, vs.MaxTTL = 7200, secs(3600)
+		vs.DefaultTTL, vs.MaxTTL = secs(7200), secs(3600)
 	})
 	sealerConfig("config-default-ttl-over-default-max-with-keyset", "the sealer's default TTL (5400 s) with no maximum TTL set (3600 s) is refused, though its keyset allows 7200 s: checked when configured, keyset or not", func(vs *vectorSeal) {
-		vs.DefaultTTL, vs.MaxTTL, vs.Policy = 5400, nil, &vectorPolicy{7200, 30}
+		vs.DefaultTTL, vs.MaxTTL, vs.Policy = secs(5400), nil, &vectorPolicy{7200, 30}
 	})
 
 	noArgs := g.ok("mac-no-arguments", "a request without arguments (arguments absent, empty, null or {}): args_digest is the SHA-256 of {}, not empty", macKey, none, []byte("a"), 300_000)
 	g.bad(noArgs, "mac-no-arguments-empty-digest", "invalid", "the token of mac-no-arguments opened under an empty args_digest (a server that binds no arguments): another binding", func(v *vector) {
 		v.Binding.ArgsDigest = ""
 	})
+
+	g.readersVectors(macKey, tool)
+	g.surrogateVectors(macKey, tool)
 }
 
 // TestFractionalDurations holds the package to docs/FORMAT.md's reading of

@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -26,6 +27,9 @@ import (
 // reading instead. It returns the expectation it reaches and the payload.
 func model(t *testing.T, v vector, mut string) (string, []byte) {
 	m := func(name string) bool { return mut == name }
+	if len(v.Binding.lone) > 0 && m("lone-surrogate-refused-first") {
+		return "invalid", nil // before any step, rather than at step 6
+	}
 	tok := v.Token
 	// 1. Length, in bytes of the token as sent.
 	n := len(tok)
@@ -35,7 +39,7 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 	if _, err := base64.RawURLEncoding.Strict().DecodeString(tok); m("encoding-before-length") && err != nil {
 		return "malformed", nil
 	}
-	if n > v.Open.MaxTokenLen || m("length-inclusive") && n == v.Open.MaxTokenLen {
+	if maxLen := modelTokenLen(v.Open.MaxTokenLen, mut); n > maxLen || m("length-inclusive") && n == maxLen {
 		return "too_large", nil
 	}
 	// 2. Strict base64url.
@@ -149,7 +153,12 @@ func model(t *testing.T, v vector, mut string) (string, []byte) {
 	if n := len(v.Binding.ArgsDigest) / 2; m("digest-must-be-32") && n != 0 && n != 32 {
 		return "invalid", nil
 	}
-	ad := modelAD(t, v, raw[:13], mut)
+	ad, encoded := modelAD(t, v, raw[:13], mut)
+	if !encoded {
+		// A binding string with a lone surrogate has no UTF-8: no token
+		// is authentic under it.
+		return "invalid", nil
+	}
 	if v.AD != "" && mut == "" && hex.EncodeToString(ad) != v.AD {
 		t.Errorf("%s: the model's associated data %x, the vector's %s", v.Name, ad, v.AD)
 	}
@@ -183,6 +192,13 @@ func modelLimit(given *float64, def int64, p *vectorPolicy, skew bool, mut strin
 	m := func(name string) bool { return mut == name }
 	// A duration given finer than seconds is rounded down.
 	var server *int64
+	switch {
+	case given != nil && *given == 0 && !skew && m("zero-max-ttl-unbounded"):
+		return math.MaxInt64 / 2
+	case given != nil && *given == 0 && !skew:
+		// A maximum TTL of 0 is unset, as null is; a skew of 0 is no skew.
+		given = nil
+	}
 	if given != nil {
 		n := int64(math.Floor(*given))
 		switch {
@@ -235,7 +251,8 @@ func floorDiv(a, b int64) int64 {
 
 // modelConfigRefused reports whether the vector's sealer (if it has one)
 // or opener is refused when configured: every value in its range, never
-// clamped (FORMAT.md, "Opening" and "Sealing").
+// clamped (FORMAT.md, "Opening" and "Sealing"). A maximum TTL, a default
+// TTL or a maximum token length of 0 is unset, as null is.
 func modelConfigRefused(v vector, mut string) bool {
 	m := func(name string) bool { return mut == name }
 	// The range is checked on the value as given, before it is rounded.
@@ -248,27 +265,67 @@ func modelConfigRefused(v vector, mut string) bool {
 	}
 	maxTTLOK := func(p *float64) bool {
 		p = given(p)
-		return p == nil || 1 <= *p && *p <= 1<<24-1 || m("max-ttl-clamped") && *p > 1<<24-1
-	}
-	lenOK := func(n int) bool { return n >= 71 || m("token-len-under-71-accepted") }
-	if vs := v.Seal; vs != nil {
-		maxTTL := float64(3600)
-		if vs.MaxTTL != nil {
-			maxTTL = math.Floor(*vs.MaxTTL)
-		} else if vs.Policy != nil && m("default-ttl-checked-against-keyset") {
-			maxTTL = float64(vs.Policy.MaxTTL)
+		if p != nil && *p < 1 && m("max-ttl-range-after-rounding") {
+			f := math.Floor(*p)
+			p = &f
 		}
-		defaultOK := vs.DefaultTTL >= 1 && (vs.DefaultTTL <= maxTTL || m("default-ttl-capped-when-configured"))
-		if !maxTTLOK(vs.MaxTTL) || !defaultOK || !lenOK(vs.MaxTokenLen) {
+		switch {
+		case p == nil, *p == 0 && !m("zero-max-ttl-refused"):
+			return true
+		}
+		return 1 <= *p && *p <= 1<<24-1 || m("max-ttl-clamped") && *p > 1<<24-1
+	}
+	lenOK := func(n int) bool {
+		return n >= 71 || n == 0 && !m("zero-token-len-refused") || m("token-len-under-71-accepted")
+	}
+	// The maximum TTL a default TTL is compared with: the server's, rounded
+	// down, or 3600 s if it sets none, keyset or not.
+	maxForDefault := func(p *float64, policy *vectorPolicy) float64 {
+		switch {
+		case p != nil && *p != 0 && m("default-ttl-against-max-as-given"):
+			return *p
+		case p != nil && *p != 0:
+			return math.Floor(*p)
+		case policy != nil && m("default-ttl-checked-against-keyset"):
+			return float64(policy.MaxTTL)
+		}
+		return 3600
+	}
+	// An unset default TTL is 600 s, or the maximum if that is lower.
+	defaultOK := func(d *float64, max float64) bool {
+		if d == nil || *d == 0 {
+			if d != nil && m("zero-default-ttl-refused") {
+				return false
+			}
+			return !m("unset-default-ttl-refused") || 600 <= max
+		}
+		return *d >= 1 && (*d <= max || m("default-ttl-capped-when-configured"))
+	}
+	if vs := v.Seal; vs != nil {
+		sealLenOK := lenOK(vs.MaxTokenLen) || m("sealer-token-len-unchecked") && vs.MaxTokenLen > 0
+		if !maxTTLOK(vs.MaxTTL) || !defaultOK(vs.DefaultTTL, maxForDefault(vs.MaxTTL, vs.Policy)) || !sealLenOK {
 			return true
 		}
 	}
 	if c := v.Open; c.MaxTokenLen != 0 || c.MaxTTL != nil || c.Skew != nil { // a vector without an opener has none
 		s := given(c.Skew)
 		skewOK := s == nil || 0 <= *s && *s <= 600 || m("skew-clamped") && *s > 600 || m("negative-skew-as-none") && *s < 0
-		return !maxTTLOK(c.MaxTTL) || !skewOK || !lenOK(c.MaxTokenLen)
+		// The opener sets no default TTL.
+		return !maxTTLOK(c.MaxTTL) || !skewOK || !lenOK(c.MaxTokenLen) || !defaultOK(nil, maxForDefault(c.MaxTTL, c.Policy))
 	}
 	return false
+}
+
+// modelTokenLen is a maximum token length in force: 0 is unset, the
+// default.
+func modelTokenLen(n int, mut string) int {
+	if n == 0 && mut == "zero-token-len-unbounded" {
+		return math.MaxInt
+	}
+	if n == 0 {
+		return 65536
+	}
+	return n
 }
 
 // modelSeal seals a vector's payload the way FORMAT.md's "Sealing" says,
@@ -290,12 +347,20 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 		return "", false
 	}
 	maxTTL := modelLimit(vs.MaxTTL, 3600, vs.Policy, false, mut)
+	if m("seal-max-ttl-rounded-to-nearest") && vs.MaxTTL != nil && *vs.MaxTTL != 0 {
+		maxTTL = int64(math.Round(*vs.MaxTTL))
+	}
 	if ttl == 0 {
 		// The default TTL is not rounded when configured: step 1 rounds it
-		// up, as any requested TTL.
-		ttl = int64(math.Round(vs.DefaultTTL * 1000))
+		// up, as any requested TTL. Unset (null or 0), it is 600 s, which
+		// the cap below brings down to a lower maximum.
+		def := float64(600)
+		if vs.DefaultTTL != nil && *vs.DefaultTTL != 0 {
+			def = *vs.DefaultTTL
+		}
+		ttl = int64(math.Round(def * 1000))
 		if m("default-ttl-rounded-down") {
-			ttl = int64(math.Floor(vs.DefaultTTL)) * 1000
+			ttl = int64(math.Floor(def)) * 1000
 		}
 		if !m("default-ttl-uncapped") {
 			ttl = min(ttl, maxTTL*1000)
@@ -377,7 +442,7 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	if m("sealer-length-in-envelope-bytes") {
 		n = over + len(payload)
 	}
-	if !m("no-sealer-length-limit") && (n > vs.MaxTokenLen || m("sealer-length-inclusive") && n == vs.MaxTokenLen) {
+	if maxLen := modelTokenLen(vs.MaxTokenLen, mut); !m("no-sealer-length-limit") && (n > maxLen || m("sealer-length-inclusive") && n == maxLen) {
 		return "", false
 	}
 	header := []byte{version}
@@ -387,7 +452,10 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	if n := len(v.Binding.ArgsDigest) / 2; m("digest-must-be-32") && n != 0 && n != 32 {
 		return "", false
 	}
-	ad := modelAD(t, v, header, mut)
+	ad, encoded := modelAD(t, v, header, mut)
+	if !encoded {
+		return "", false
+	}
 	key := unhex(t, primary.Material)
 	env := append([]byte(nil), header...)
 	if version == 1 {
@@ -406,16 +474,53 @@ func modelSeal(t *testing.T, v vector, mut string) (token string, ok bool) {
 	return base64.RawURLEncoding.EncodeToString(env), true
 }
 
-// modelAD is the associated data: the header, then the binding.
-func modelAD(t *testing.T, v vector, header []byte, mut string) []byte {
-	b := modelBinding(t, v, mut)
+// modelAD is the associated data: the header, then the binding; ok false
+// if a binding string cannot be encoded.
+func modelAD(t *testing.T, v vector, header []byte, mut string) (ad []byte, ok bool) {
+	b, ok := modelBinding(t, v, mut)
 	if mut == "header-not-in-ad" {
-		return b
+		return b, ok
 	}
-	return append(append([]byte(nil), header...), b...)
+	return append(append([]byte(nil), header...), b...), ok
 }
 
-func modelBinding(t *testing.T, v vector, mut string) []byte {
+// modelString is a binding string as a reader whose strings are UTF-16
+// code units or code points has it: as written in JSON, where a lone
+// surrogate can be, and then encoded as UTF-8, which it has none of. A
+// wrong reading encodes it as U+FFFD or as WTF-8 instead.
+func modelString(raw, mut string) (string, bool) {
+	var b []byte
+	ok := true
+	for i := 0; i < len(raw); {
+		if raw[i] != '\\' || i+6 > len(raw) || raw[i+1] != 'u' {
+			b = append(b, raw[i])
+			i++
+			continue
+		}
+		r := rune(testkit.Must(strconv.ParseUint(raw[i+2:i+6], 16, 16)))
+		i += 6
+		if 0xD800 <= r && r < 0xDC00 && i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+			if lo := rune(testkit.Must(strconv.ParseUint(raw[i+2:i+6], 16, 16))); 0xDC00 <= lo && lo < 0xE000 {
+				b = utf8.AppendRune(b, 0x10000+(r-0xD800)<<10+(lo-0xDC00))
+				i += 6
+				continue
+			}
+		}
+		switch {
+		case r < 0xD800 || r >= 0xE000:
+			b = utf8.AppendRune(b, r)
+		case mut == "lone-surrogate-replaced":
+			b = utf8.AppendRune(b, utf8.RuneError)
+		case mut == "lone-surrogate-as-wtf8":
+			b = append(b, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+		default:
+			ok = false
+		}
+	}
+	return string(b), ok
+}
+
+func modelBinding(t *testing.T, v vector, mut string) ([]byte, bool) {
 	digest := unhex(t, v.Binding.ArgsDigest)
 	if mut == "digest-as-hex-text" {
 		digest = []byte(v.Binding.ArgsDigest)
@@ -429,8 +534,16 @@ func modelBinding(t *testing.T, v vector, mut string) []byte {
 		}
 		return []byte(s)
 	}
-	fields := [][]byte{str(v.Binding.Method), str(v.Binding.Target), str(v.Binding.principal(t)),
-		str(v.Binding.Audience), str(v.Binding.Session), digest, unhex(t, v.Binding.Context)}
+	encoded := true
+	field := func(name, s string) []byte {
+		if raw, ok := v.Binding.lone[name]; ok {
+			s, ok = modelString(raw, mut)
+			encoded = encoded && ok
+		}
+		return str(s)
+	}
+	fields := [][]byte{field("method", v.Binding.Method), field("target", v.Binding.Target), field("principal", v.Binding.principal(t)),
+		field("audience", v.Binding.Audience), field("session", v.Binding.Session), digest, unhex(t, v.Binding.Context)}
 	length := func(b []byte, n int) []byte {
 		switch mut {
 		case "one-byte-lengths":
@@ -461,7 +574,7 @@ func modelBinding(t *testing.T, v vector, mut string) []byte {
 		b = length(b, n)
 		b = append(b, f...)
 	}
-	return b
+	return b, encoded
 }
 
 // composeAcute is NFC for the vectors' one decomposed character, e and
@@ -588,4 +701,9 @@ var tokenMutations = []string{
 	"skew-clamped", "negative-skew-as-none", "max-ttl-clamped", "token-len-under-71-accepted",
 	"default-ttl-capped-when-configured", "default-ttl-checked-against-keyset",
 	"durations-rounded-up", "durations-rounded-to-nearest", "durations-range-after-rounding", "default-ttl-rounded-down",
+	// Readings no vector caught before the vectors for issue 46.
+	"max-ttl-range-after-rounding", "unset-default-ttl-refused", "default-ttl-against-max-as-given",
+	"seal-max-ttl-rounded-to-nearest", "sealer-token-len-unchecked", "zero-max-ttl-refused", "zero-max-ttl-unbounded",
+	"zero-default-ttl-refused", "zero-token-len-refused", "zero-token-len-unbounded",
+	"lone-surrogate-replaced", "lone-surrogate-as-wtf8", "lone-surrogate-refused-first",
 }

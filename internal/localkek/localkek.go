@@ -24,7 +24,9 @@ func Source(u *url.URL, dir string) (path, env string, err error) {
 	if redact.LooksLikeKey(u.String()) || namesBareKey(u) {
 		return "", "", redact.ErrKeyValue
 	}
-	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	// No query, not even an empty one: local:stateseal.kek? would name
+	// the file "stateseal.kek?" to a reader that does not split at '?'.
+	if u.Scheme != "local" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return "", "", fmt.Errorf("backends: %s is not a local KEK URL (local:FILE or local://env/VARIABLE)", redact.URL(u.String()))
 	}
 	switch {
