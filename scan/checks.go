@@ -19,6 +19,7 @@ const (
 	specInputs    = `req. 8: "Servers MUST NOT assume that clients will fulfill the inputRequests"; Error Handling: the server "SHOULD respond with a new InputRequiredResult requesting the missing information again"`
 	specOpaque    = `req. 3: requestState "is an opaque string meaningful only to the server" that passes through the client (Security Considerations): whatever it carries, every client can read unless it is encrypted`
 	specAttacker  = `req. 4: "servers MUST treat requestState as an attacker-controlled input"`
+	specUnasked   = `Error Handling: "If additional, unexpected parameters are provided in the InputResponses object, the server SHOULD ignore any information it does not recognize or need"; and req. 8: "Servers MUST NOT assume that clients will fulfill the inputRequests"`
 )
 
 // Checks lists every check, in the order a scan runs them.
@@ -27,20 +28,25 @@ var Checks = []Check{
 	{"tamper", High, "the state with one bit flipped in its decoded bytes, at its start, middle and end, re-encoded in its own spelling", specIntegrity},
 	{"truncate", High, "the state with its last decoded byte dropped, and cut in half", specIntegrity},
 	{"extend", High, "the state with bytes appended to its decoded bytes: one zero byte, and 256 KiB of them (plain text: characters)", specIntegrity},
+	{"short-tag", High, "each segment that looks like a tag (16+ base64 or hex characters that do not read as text, in a state of two or more segments) emptied, dropped with its separator, cut by one character and to half, as text; then the same with the readable content forged", specIntegrity},
 	{"encoding", Low, "the same decoded bytes spelled otherwise: the other base64 alphabet, padding added or removed, a spare bit set (Medium for a single-use target: a guard keyed by the string sees a new state)", specAttacker + "; " + specSingleUse},
 	{"readable-state", None, "nothing: reads the state as a client can (text, JSON, base64 of either)", specOpaque},
 	{"secret-in-state", Medium, "nothing: looks in the readable state for identifiers, amounts, scores, account and contact data", specOpaque},
-	{"forge-plaintext", High, "the readable state edited (a JSON value changed) and encoded back the way it was", specIntegrity},
+	{"forge-plaintext", High, "the readable state with one JSON value edited, each in turn (at most 8), answer-shaped values first (a false or a word like pending, decline or no set to true, accept or yes, sent without inputResponses), stopping at the first accepted", specIntegrity},
 	{"weak-key", High, "when a segment of the state is an HMAC-SHA256 tag under a common key (\"secret\", \"changeme\", ... tried offline): the state forged and tagged again", specIntegrity},
-	{"other-tool", High, "the state sent to the target's MoveTo (same method), with that target's arguments", specRequest},
+	{"other-tool", High, "the state sent to the target's MoveTo (same method), with that target's arguments (first a random state, which it must refuse)", specRequest},
+	{"other-method", High, "the state sent to each of the target's OtherMethods (a prompt or a resource for a tool), with its arguments (first a random state, which it must refuse)", specRequest},
+	{"other-server", High, "the state sent to a second deployment of the server (OtherURL) that may share its key: an audience binding (first that deployment's own flow must complete)", specRequest},
 	{"other-args", High, "the state sent with one argument's value changed, each top-level argument in turn (sorted by name, at most 8), stopping at the first accepted", specRequest},
 	{"other-principal", High, "the state sent with the second principal's credential (OtherHeader)", specPrincipal},
 	{"no-credential", High, "the state sent without the credential (Header left out)", specPrincipal},
 	{"expired", Medium, "the state sent after ExpiryWait", specExpiry},
 	{"replay-single-use", High, "a completed retry of a single-use target sent again, as is and respelled", specSingleUse},
+	{"replay-race", High, "the completing retry of one fresh flow of a single-use target sent 8 times at once; more than one completion fails (skipped when replay-single-use failed)", specSingleUse},
 	{"no-responses", High, "the state sent without inputResponses", specInputs},
 	{"declined", High, "the state sent with every elicitation declined", specInputs},
-	{"distinct-errors", Low, "nothing: compares the refusals of tamper, truncate, extend, forge-plaintext and other-*; different ones tell an attacker which check failed (Info: the spec asks nothing here)", specIntegrity},
+	{"unasked-answers", High, "a first call, without requestState, carrying the answers of the honest flow's last round", specUnasked},
+	{"distinct-errors", Low, "nothing: compares the refusals of tamper, truncate, extend, short-tag, forge-plaintext and other-*; different ones tell an attacker which check failed (Info: the spec asks nothing here)", specIntegrity},
 }
 
 var checkByID = func() map[string]*Check {

@@ -48,6 +48,12 @@ func Plan(c *Config) ([]string, []Step, error) {
 				s.Requests = 2
 			case "readable-state", "secret-in-state", "distinct-errors":
 				s.Requests = 0
+			case "unasked-answers":
+				s.Requests = 1
+			case "short-tag":
+				s.Requests = 1 + 8 // up to 4 cuts of a tag, with and without forged content
+			case "forge-plaintext":
+				s.Requests = 1 + maxForgeries
 			case "tamper":
 				s.Requests = 1 + 6
 			case "truncate", "extend":
@@ -58,7 +64,26 @@ func Plan(c *Config) ([]string, []Step, error) {
 				if t.MoveTo == "" {
 					s.Sends, s.Requests = "skip: no -move-to", 0
 				} else {
-					s.Sends = "the state sent to " + t.MoveTo + " (executes " + t.MoveTo + ")"
+					s.Sends = "its own flow, a random state, then the state, sent to " + t.MoveTo + " (executes " + t.MoveTo + ")"
+					s.Requests = 1 + 4
+				}
+			case "other-method":
+				if len(t.OtherMethods) == 0 {
+					s.Sends, s.Requests = "skip: no -move-to of another method", 0
+				} else {
+					var names []string
+					for _, m := range t.OtherMethods {
+						names = append(names, m.Method+" "+m.Name)
+					}
+					s.Sends = "its own flow, a random state, then the state, sent to " + strings.Join(names, ", then ") + " (executes them)"
+					s.Requests = 1 + 4*len(t.OtherMethods)
+				}
+			case "other-server":
+				if c.OtherURL == "" {
+					s.Sends, s.Requests = "skip: no -other-url", 0
+				} else {
+					s.Sends = "POST " + c.OtherURL + ": first its own flow, then the state issued at " + c.URL
+					s.Requests = 4
 				}
 			case "other-args":
 				changes := changeArgs(t.Arguments)
@@ -94,6 +119,12 @@ func Plan(c *Config) ([]string, []Step, error) {
 					s.Sends, s.Requests = "skip: not -single-use", 0
 				} else {
 					s.Requests = 2 + 1 + 6
+				}
+			case "replay-race":
+				if !t.SingleUse {
+					s.Sends, s.Requests = "skip: not -single-use", 0
+				} else {
+					s.Requests = 1 + raceN
 				}
 			}
 			steps = append(steps, s)

@@ -17,10 +17,11 @@
 // A scan executes the targets it is given, as a client would, several
 // times each: point it at staging, and at tools whose effects you can
 // afford. It calls nothing else (no tool discovery), sends nothing
-// anywhere but Config.URL (redirects are refused), and keeps within a
-// request budget and rate per target. A report names a state only by its
-// first characters and length, and never quotes a credential's value or
-// a state a server echoes.
+// anywhere but Config.URL and Config.OtherURL (redirects are refused),
+// and keeps within a request budget and rate per target (replay-race's
+// copies of one retry go at once, in one slot of the rate). A report
+// names a state only by its first characters and length, and never
+// quotes a credential's value or a state a server echoes.
 //
 // ExampleRun is a complete scan of an in-process server; Plan is the dry
 // run; cmd/statescan is the command, and docs/SCAN.md describes every
@@ -70,13 +71,33 @@ type Target struct {
 	// nil). Pick one that uses its state. Empty: other-tool skips.
 	MoveTo        string
 	MoveArguments json.RawMessage
+	// OtherMethods are targets of the same server reached by another
+	// method (a prompt or a resource for a tool, a tool for a prompt)
+	// to which other-method sends this target's states, each in turn.
+	// Pick ones that use their state. Empty: other-method skips.
+	OtherMethods []Move
+}
+
+// A Move is a target of another method that other-method sends a state
+// to.
+type Move struct {
+	// Method is ToolsCall, PromptsGet or ResourcesRead.
+	Method string
+	// Name is the tool or prompt name, or the resource URI.
+	Name string
+	// Arguments is a JSON object sent as params.arguments, or nil.
+	Arguments json.RawMessage
 }
 
 // A Config is a scan's whole configuration.
 type Config struct {
 	// URL is the server's Streamable HTTP endpoint (http://host/mcp). No
-	// request goes anywhere else.
+	// request goes anywhere else, but to OtherURL.
 	URL string
+	// OtherURL is a second deployment of the same server (another
+	// region, staging) that may share its keys: other-server sends it
+	// states issued at URL. Empty: other-server skips.
+	OtherURL string
 	// Targets are scanned in turn.
 	Targets []Target
 	// Header goes with every request: the credential of the principal
@@ -107,6 +128,9 @@ type Config struct {
 	// HTTPClient sends the requests (default http.DefaultClient's
 	// settings); its CheckRedirect is replaced: redirects are refused.
 	HTTPClient *http.Client
+	// Progress, when not nil, is told what a long wait waits for (the
+	// expired check's), so that a scan is not silent for minutes.
+	Progress func(msg string)
 }
 
 // A Result is a check's verdict.
@@ -144,12 +168,71 @@ type Finding struct {
 	Requests int `json:"-"`
 }
 
-// A Report is a scan's outcome.
+// ReportVersion is the version of a Report's JSON form: 2 added the
+// version, the summary and the reason. A reader should refuse a version
+// it does not know.
+const ReportVersion = 2
+
+// A Report is a scan's outcome. Its JSON form is
+//
+//	{"version": 2, "target": URL, "judged": bool, "reason": "...",
+//	 "summary": {"requests", "seconds", "pass", "fail", "skip", "info"},
+//	 "checks": [{"id", "tool", "result", "severity", "detail"}]}
+//
+// with reason only when nothing was judged.
 type Report struct {
-	Target   string        `json:"target"`
-	Checks   []Finding     `json:"checks"`
-	Requests int           `json:"-"`
-	Elapsed  time.Duration `json:"-"`
+	Target   string
+	Checks   []Finding
+	Requests int
+	Elapsed  time.Duration
+	// Reason says why the scan judged nothing (no target's baseline
+	// completed, the server did not answer, the configuration was
+	// refused, the scan was interrupted); empty when it judged.
+	Reason string
+}
+
+// A Summary counts a Report's requests, time and results.
+type Summary struct {
+	Requests int     `json:"requests"`
+	Seconds  float64 `json:"seconds"`
+	Pass     int     `json:"pass"`
+	Fail     int     `json:"fail"`
+	Skip     int     `json:"skip"`
+	Info     int     `json:"info"`
+}
+
+// Summary counts r's requests, time and results.
+func (r *Report) Summary() Summary {
+	s := Summary{Requests: r.Requests, Seconds: float64(r.Elapsed.Round(time.Millisecond)) / float64(time.Second)}
+	for _, c := range r.Checks {
+		switch c.Result {
+		case Pass:
+			s.Pass++
+		case Fail:
+			s.Fail++
+		case Skip:
+			s.Skip++
+		case Info:
+			s.Info++
+		}
+	}
+	return s
+}
+
+// MarshalJSON writes the Report's JSON form (ReportVersion).
+func (r Report) MarshalJSON() ([]byte, error) {
+	checks := r.Checks
+	if checks == nil {
+		checks = []Finding{}
+	}
+	return json.Marshal(struct {
+		Version int       `json:"version"`
+		Target  string    `json:"target"`
+		Judged  bool      `json:"judged"`
+		Reason  string    `json:"reason,omitempty"`
+		Summary Summary   `json:"summary"`
+		Checks  []Finding `json:"checks"`
+	}{ReportVersion, r.Target, r.Judged(), r.Reason, r.Summary(), checks})
 }
 
 // Failed reports whether some check failed.
@@ -176,7 +259,9 @@ func (r *Report) Judged() bool {
 // Run scans every target of c and returns the report. Its error is
 // ErrConfig for a Config it cannot use, ErrUnreachable when no request
 // of any target got an answer, or the context's error; a server's
-// failures are in the Report.
+// failures are in the Report. With ErrUnreachable or the context's
+// error it still returns the Report so far, its Reason set, so that a
+// CI job keeps a report of why nothing was judged.
 func Run(ctx context.Context, c *Config) (*Report, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -191,7 +276,11 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 		}
 		t.run(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			rep.Checks = append(rep.Checks, t.findings...)
+			rep.Requests += t.sent
+			rep.Elapsed = time.Since(start)
+			rep.Reason = "interrupted: " + err.Error()
+			return rep, err
 		}
 		rep.Checks = append(rep.Checks, t.findings...)
 		rep.Requests += t.sent
@@ -199,7 +288,11 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 	}
 	rep.Elapsed = time.Since(start)
 	if !answered {
+		rep.Reason = "the server did not answer: " + firstDetail(rep)
 		return rep, fmt.Errorf("%w: %s", ErrUnreachable, firstDetail(rep))
+	}
+	if !rep.Judged() {
+		rep.Reason = "no target's honest flow completed: " + firstDetail(rep)
 	}
 	return rep, nil
 }
@@ -232,7 +325,19 @@ func (c *Config) validate() error {
 		if t.Name == "" {
 			return fmt.Errorf("%w: a target without a name", ErrConfig)
 		}
-		for _, a := range []json.RawMessage{t.Arguments, t.MoveArguments} {
+		args := []json.RawMessage{t.Arguments, t.MoveArguments}
+		for _, m := range t.OtherMethods {
+			switch m.Method {
+			case ToolsCall, PromptsGet, ResourcesRead:
+			default:
+				return fmt.Errorf("%w: %s: other method %q cannot answer input_required", ErrConfig, t.Name, m.Method)
+			}
+			if m.Name == "" {
+				return fmt.Errorf("%w: %s: an other-method target without a name", ErrConfig, t.Name)
+			}
+			args = append(args, m.Arguments)
+		}
+		for _, a := range args {
 			if a == nil {
 				continue
 			}

@@ -2,6 +2,8 @@ package scan_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -121,34 +123,87 @@ func wantFails(t *testing.T, r *scan.Report, want ...string) {
 	}
 }
 
+// holePair starts two holeservers with one hole that share a key, as two
+// deployments (other audiences) of one server, and returns their URLs.
+func holePair(t *testing.T, hole string) (string, string) {
+	key := make([]byte, 32)
+	rand.Read(key)
+	k := hex.EncodeToString(key)
+	return holeServer(t, hole, "-key", k, "-audience", "eu.example"), holeServer(t, hole, "-key", k, "-audience", "us.example")
+}
+
 // TestHoles: each go-sdk server with one hole is found, with no other
-// finding, and the correct server (AES-GCM, another token spelling) has
-// none. States live 10 minutes here: TestExpiry scans expired alone.
+// finding, and the correct servers (AES-GCM, another token spelling;
+// the same answering a decline with an ordinary result) have none.
+// Every scan also moves states to the prompt pay (other-method); the
+// rows with a second deployment sharing the key scan other-server.
+// States live 10 minutes here: TestExpiry scans expired alone.
 func TestHoles(t *testing.T) {
 	for _, tc := range []struct {
 		hole string
 		want []string
+		pair bool
 	}{
-		{"none", nil},
-		{"plaintext", []string{"tamper", "forge-plaintext", "other-tool", "other-args", "other-principal", "no-credential", "replay-single-use"}},
-		{"hmac-nobind", []string{"other-tool", "other-args", "other-principal", "no-credential", "replay-single-use"}},
-		{"no-tool-binding", []string{"other-tool"}},
-		{"no-args-binding", []string{"other-args"}},
+		{"none", nil, true},
+		// fastmcp's documented answer to a decline: an ordinary
+		// result, nothing run. declined is info, not a finding.
+		{"decline-result", nil, true},
+		{"plaintext", []string{"tamper", "forge-plaintext", "other-tool", "other-method", "other-args", "other-principal", "no-credential", "replay-single-use"}, false},
+		{"hmac-nobind", []string{"other-tool", "other-method", "other-args", "other-principal", "no-credential", "replay-single-use"}, false},
+		{"no-tool-binding", []string{"other-tool"}, false},
+		{"no-args-binding", []string{"other-args"}, false},
 		// account (bound) is changed first and refused; amount is not.
-		{"partial-args-binding", []string{"other-args"}},
-		{"no-principal-binding", []string{"other-principal", "no-credential"}},
-		{"no-expiry", nil},
-		{"no-single-use", []string{"replay-single-use"}},
-		{"sloppy-decoding", []string{"encoding", "replay-single-use"}},
-		{"leak", []string{"secret-in-state"}},
-		{"consent", []string{"no-responses", "declined"}},
-		{"weak-key", []string{"weak-key"}},
+		{"partial-args-binding", []string{"other-args"}, false},
+		{"no-principal-binding", []string{"other-principal", "no-credential"}, false},
+		{"no-expiry", nil, false},
+		{"no-single-use", []string{"replay-single-use"}, false},
+		{"sloppy-decoding", []string{"encoding", "replay-single-use"}, false},
+		{"leak", []string{"secret-in-state"}, false},
+		{"consent", []string{"no-responses", "declined"}, false},
+		{"weak-key", []string{"weak-key"}, false},
+		// The holes only the round-2 checks find: each by one.
+		{"prefix-tag", []string{"short-tag"}, false},
+		{"racy-single-use", []string{"replay-race"}, false},
+		{"consent-in-state", []string{"forge-plaintext"}, false},
+		{"unasked-answers", []string{"unasked-answers"}, false},
+		{"no-method-binding", []string{"other-method"}, false},
+		{"no-audience-binding", []string{"other-server"}, true},
 	} {
 		t.Run(tc.hole, func(t *testing.T) {
-			r := runScan(t, payConfig(holeServer(t, tc.hole), "X-User", 0))
+			t.Parallel()
+			var c *scan.Config
+			if tc.pair {
+				url, other := holePair(t, tc.hole)
+				c = payConfig(url, "X-User", 0)
+				c.OtherURL = other
+			} else {
+				c = payConfig(holeServer(t, tc.hole), "X-User", 0)
+			}
+			c.Targets[0].OtherMethods = []scan.Move{{Method: scan.PromptsGet, Name: "pay", Arguments: json.RawMessage(`{"account":"A1","amount":"5"}`)}}
+			r := runScan(t, c)
 			wantFails(t, r, tc.want...)
+			if tc.hole == "decline-result" {
+				wantResult(t, r, "pay", "declined", scan.Info)
+			}
+			if tc.hole == "none" {
+				wantPass(t, r, "pay", "short-tag", "other-method", "other-server", "replay-race", "unasked-answers", "no-responses", "declined")
+			}
 		})
 	}
+}
+
+// wantResult checks one check's result on tool.
+func wantResult(t *testing.T, r *scan.Report, tool, id string, want scan.Result) {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.Tool == tool && c.ID == id {
+			if c.Result != want {
+				t.Errorf("%s %s: %s, want %s: %s", tool, id, c.Result, want, c.Detail)
+			}
+			return
+		}
+	}
+	t.Errorf("%s %s: not in the report", tool, id)
 }
 
 // TestExpiry: with states living 2 s and a 3 s wait, expired fails where
@@ -182,8 +237,8 @@ func TestBudget(t *testing.T) {
 	el := time.Since(start)
 	wantFails(t, r)
 	t.Logf("%d requests in %v", r.Requests, el)
-	if el > 10*time.Second || r.Requests > 40 {
-		t.Errorf("%d requests in %v: want at most 40 in 10 s", r.Requests, el)
+	if el > 10*time.Second || r.Requests > 60 {
+		t.Errorf("%d requests in %v: want at most 60 in 10 s", r.Requests, el)
 	}
 	c.Budget = 5
 	r, err := scan.Run(context.Background(), c)

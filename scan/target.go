@@ -2,12 +2,16 @@ package scan
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stateseal/stateseal/scan/internal/stateform"
@@ -26,7 +30,9 @@ type targetScan struct {
 	t        *Target
 	method   string
 	client   *wire.Client
+	other    *wire.Client // OtherURL's, or nil
 	findings []Finding
+	results  map[string]Result
 
 	budget   int
 	sent     int
@@ -37,9 +43,14 @@ type targetScan struct {
 	// rounds is the number of requests of the honest flow, the last
 	// being the retry that completes.
 	rounds int
-	// state is the baseline's last state.
-	state    string
-	refusals map[string]string
+	// state is the baseline's last state; asks and responses its last
+	// round's input requests and answers; done the text of its
+	// completion.
+	state     string
+	asks      map[string]json.RawMessage
+	responses map[string]json.RawMessage
+	done      string
+	refusals  map[string]string
 	// hidden are the states sent and received and the credentials'
 	// values: a detail never quotes them, even where a server echoes one.
 	hidden map[string]bool
@@ -58,7 +69,12 @@ func newTargetScan(c *Config, t *Target) (*targetScan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	x := &targetScan{c: c, t: t, method: t.Method, client: client, budget: c.Budget, refusals: map[string]string{}, hidden: map[string]bool{}}
+	x := &targetScan{c: c, t: t, method: t.Method, client: client, budget: c.Budget, refusals: map[string]string{}, hidden: map[string]bool{}, results: map[string]Result{}}
+	if c.OtherURL != "" {
+		if x.other, err = wire.NewClient(c.OtherURL, c.HTTPClient); err != nil {
+			return nil, fmt.Errorf("%w: other URL: %v", ErrConfig, err)
+		}
+	}
 	for _, h := range []http.Header{c.Header, c.OtherHeader} {
 		for _, vs := range h {
 			for _, v := range vs {
@@ -104,6 +120,7 @@ func (x *targetScan) add(id string, r Result, detail string, requests int) {
 	if id == "encoding" && r == Fail && x.t.SingleUse {
 		sev = Medium
 	}
+	x.results[id] = r
 	x.findings = append(x.findings, Finding{ID: id, Tool: x.t.Name, Result: r, Severity: sev, Detail: x.scrub(detail), Spec: c.Spec, Requests: requests})
 }
 
@@ -129,39 +146,93 @@ func (x *targetScan) scrub(d string) string {
 	return d
 }
 
-// send sends one request within the budget, the rate and the timeout.
+// send sends one request to the target's URL.
 func (x *targetScan) send(ctx context.Context, r *wire.Request) (*wire.Reply, error) {
-	if x.sent >= x.budget {
-		return nil, errBudget
+	return x.sendVia(ctx, x.client, r)
+}
+
+// pace waits for the rate's next slot and takes n requests from the
+// budget.
+func (x *targetScan) pace(ctx context.Context, n int) error {
+	if x.sent+n > x.budget {
+		return errBudget
 	}
 	if wait := time.Until(x.last.Add(x.interval)); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 	}
 	x.last = time.Now()
-	x.sent++
-	timeout := x.c.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
+	x.sent += n
+	return nil
+}
+
+func (x *targetScan) timeout() time.Duration {
+	if x.c.Timeout == 0 {
+		return 10 * time.Second
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	return x.c.Timeout
+}
+
+// sendVia sends one request with c within the budget, the rate and the
+// timeout.
+func (x *targetScan) sendVia(ctx context.Context, c *wire.Client, r *wire.Request) (*wire.Reply, error) {
+	if err := x.pace(ctx, 1); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, x.timeout())
 	defer cancel()
 	if r.HasState {
 		x.hide(r.State)
 	}
-	rep, err := x.client.Do(cctx, r)
+	rep, err := c.Do(cctx, r)
+	x.took(rep, err)
+	return rep, err
+}
+
+// took notes an answer: the server answered, and its state is hidden.
+func (x *targetScan) took(rep *wire.Reply, err error) {
 	if err == nil {
 		x.answered = true
 		if rep.Result != nil && rep.Result.RequestState != nil {
 			x.hide(*rep.Result.RequestState)
 		}
 	}
-	return rep, err
+}
+
+// burst sends r n times at once: n goroutines, each with its request
+// built, released together. The n requests take one slot of the rate
+// (a burst is the point) and n of the budget.
+func (x *targetScan) burst(ctx context.Context, r *wire.Request, n int) ([]*wire.Reply, []error, error) {
+	if err := x.pace(ctx, n); err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, x.timeout())
+	defer cancel()
+	if r.HasState {
+		x.hide(r.State)
+	}
+	reps, errs := make([]*wire.Reply, n), make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			reps[i], errs[i] = x.client.Do(cctx, r)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range reps {
+		x.took(reps[i], errs[i])
+	}
+	return reps, errs, nil
 }
 
 // request is the target's request with h's credential.
@@ -192,13 +263,32 @@ func (x *targetScan) outcome(rep *wire.Reply) (accepted bool, desc string) {
 	return true, "completed: " + clip(x.scrub(resultText(rep.Result)), 60)
 }
 
-// resultText is the first text content of a result, or its JSON.
+// resultText is the first text of a result (a tool's content, a
+// prompt's messages, a resource's contents), or its JSON.
 func resultText(r *wire.Result) string {
 	var content []struct{ Type, Text string }
 	if json.Unmarshal(r.Content, &content) == nil {
 		for _, c := range content {
 			if c.Type == "text" {
 				return c.Text
+			}
+		}
+	}
+	var other struct {
+		Messages []struct {
+			Content struct{ Type, Text string }
+		}
+		Contents []struct{ Text *string }
+	}
+	if json.Unmarshal(r.Raw, &other) == nil {
+		for _, m := range other.Messages {
+			if m.Content.Type == "text" {
+				return m.Content.Text
+			}
+		}
+		for _, c := range other.Contents {
+			if c.Text != nil {
+				return *c.Text
 			}
 		}
 	}
@@ -262,6 +352,7 @@ func (x *targetScan) baseline(ctx context.Context) string {
 			}
 			st := rep.Result.RequestState
 			req = x.request(x.c.Header)
+			x.asks = rep.Result.InputRequests
 			req.Responses = x.answers(rep.Result.InputRequests)
 			if st != nil {
 				req.State, req.HasState = *st, true
@@ -286,6 +377,8 @@ func (x *targetScan) baseline(ctx context.Context) string {
 			return x.noBaseline("the server sent no requestState: nothing to check", before)
 		}
 		x.rounds = round
+		x.responses = req.Responses
+		x.done = resultText(rep.Result)
 		x.add("baseline", Pass, fmt.Sprintf("%s %s completed in %d rounds; last state %s", x.method, x.t.Name, round, redact(x.state)), x.sent-before)
 		return ""
 	}
@@ -300,10 +393,15 @@ func (x *targetScan) noBaseline(reason string, before int) string {
 // flow runs a fresh honest flow as h up to the round whose retry
 // completes it.
 func (x *targetScan) flow(ctx context.Context, h http.Header) (*lastRound, error) {
+	return x.flowVia(ctx, x.client, h)
+}
+
+// flowVia runs flow with c.
+func (x *targetScan) flowVia(ctx context.Context, c *wire.Client, h http.Header) (*lastRound, error) {
 	req := x.request(h)
 	var l *lastRound
 	for round := 1; round < x.rounds; round++ {
-		rep, err := x.send(ctx, req)
+		rep, err := x.sendVia(ctx, c, req)
 		if err != nil {
 			return nil, err
 		}
@@ -324,10 +422,12 @@ func (x *targetScan) flow(ctx context.Context, h http.Header) (*lastRound, error
 	return l, nil
 }
 
-// A variant is one change to a retry.
+// A variant is one change to a retry, sent to the target's URL or, when
+// via is not nil, with via (OtherURL's client).
 type variant struct {
 	what  string
 	apply func(*wire.Request)
+	via   *wire.Client
 }
 
 // mutate sends l's retry changed by each variant in turn, until one is
@@ -338,11 +438,22 @@ func (x *targetScan) mutate(ctx context.Context, id string, l *lastRound, vs []v
 	for _, v := range vs {
 		r := x.retry(l)
 		v.apply(r)
-		rep, err := x.send(ctx, r)
+		c := v.via
+		if c == nil {
+			c = x.client
+		}
+		rep, err := x.sendVia(ctx, c, r)
 		if err != nil {
 			return Skip, fmt.Sprintf("%s: %v", v.what, err)
 		}
 		ok, desc := x.outcome(rep)
+		if ok && (id == "declined" || id == "no-responses") && !sameResult(resultText(rep.Result), x.done) {
+			// A completion unlike the honest one may be the server's
+			// answer to a refusal ("Cancelled."), as fastmcp's docs
+			// show; from outside it cannot be told from an action
+			// that answers otherwise: info, never a finding.
+			return Info, fmt.Sprintf("%s completed with a result unlike the honest flow's (%q, the honest one %q): most likely the server's answer to it, with nothing run; statescan cannot see side effects: check that nothing ran", v.what, clip(x.scrub(resultText(rep.Result)), 60), clip(x.scrub(x.done), 60))
+		}
 		if ok {
 			return Fail, fmt.Sprintf("accepted %s: %s", v.what, desc)
 		}
@@ -386,10 +497,37 @@ func summarize(ds []string) string {
 func stateVariants(vs []stateform.Variant) []variant {
 	out := make([]variant, len(vs))
 	for i, v := range vs {
-		out[i] = variant{"the state with " + v.What, func(r *wire.Request) { r.State = v.State }}
+		out[i] = variant{what: "the state with " + v.What, apply: func(r *wire.Request) { r.State = v.State }}
 	}
 	return out
 }
+
+// normal is a result's text with what varies between two runs of one
+// action made alike: case, runs of digits, hex and base64-like ids.
+var normal = regexp.MustCompile(`[0-9a-fA-F-]{8,}|[A-Za-z0-9_-]{20,}|[0-9]+`)
+
+// sameResult reports whether two completions read as the same action:
+// equal texts once their numbers and ids are made alike.
+func sameResult(a, b string) bool {
+	n := func(s string) string {
+		return strings.ToLower(normal.ReplaceAllString(strings.Join(strings.Fields(s), " "), "#"))
+	}
+	return n(a) == n(b)
+}
+
+// randomState is a state the server never issued: n random base64url
+// characters (at least 16).
+func randomState(n int) string {
+	b := make([]byte, max(n, 16))
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)[:max(n, 16)]
+}
+
+// maxForgeries bounds forge-plaintext's edits, one retry each.
+const maxForgeries = 8
+
+// raceN is how many copies of one retry replay-race sends at once.
+const raceN = 8
 
 // check runs one check after the baseline.
 func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
@@ -401,6 +539,8 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		return secrets(form)
 	case "distinct-errors":
 		return x.distinct()
+	case "unasked-answers":
+		return x.unasked(ctx)
 	}
 	// What each check needs before it starts a flow. The changes of the
 	// state itself are made below from the fresh flow's own state; the
@@ -410,6 +550,10 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 	case "tamper", "truncate", "extend":
 		if x.state == "" {
 			return Skip, "the state is empty: nothing to change"
+		}
+	case "short-tag":
+		if len(form.Tags()) == 0 {
+			return Skip, "no segment looks like a tag (a state of two or more dot-separated segments, one of 16 or more base64 or hex characters that do not read as text); a tag inside one segment's bytes is truncate's"
 		}
 	case "forge-plaintext":
 		if _, ok := form.Forged(); !ok {
@@ -427,14 +571,31 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		if args == nil {
 			args = x.t.Arguments
 		}
-		vs = []variant{{"the state sent to " + x.t.MoveTo, func(r *wire.Request) { r.Name, r.Arguments = x.t.MoveTo, args }}}
+		vs = []variant{x.moved(Move{x.method, x.t.MoveTo, args})}
+	case "other-method":
+		if len(x.t.OtherMethods) == 0 {
+			return Skip, "no target of another method given (Target.OtherMethods, -move-to prompt:NAME or resource:URI)"
+		}
+		for _, m := range x.t.OtherMethods {
+			vs = append(vs, x.moved(m))
+		}
+	case "other-server":
+		if x.other == nil {
+			return Skip, "no second deployment given (Config.OtherURL, -other-url)"
+		}
+		// Its own flow must complete, so that a refusal is the
+		// binding's and not a deployment that lacks the target.
+		if why := x.completesVia(ctx, x.other, x.c.Header); why != "" {
+			return Skip, "the second deployment's own flow did not complete: " + why
+		}
+		vs = []variant{{what: "the state sent to the second deployment (OtherURL)", apply: func(*wire.Request) {}, via: x.other}}
 	case "other-args":
 		changes := changeArgs(x.t.Arguments)
 		if len(changes) == 0 {
 			return Skip, "the target has no argument to change (give it arguments)"
 		}
 		for _, c := range changes {
-			vs = append(vs, variant{"the state with " + c.what, func(r *wire.Request) { r.Arguments = c.args }})
+			vs = append(vs, variant{what: "the state with " + c.what, apply: func(r *wire.Request) { r.Arguments = c.args }})
 		}
 	case "other-principal":
 		if len(x.c.OtherHeader) == 0 {
@@ -445,12 +606,12 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		if why := x.completes(ctx, x.c.OtherHeader); why != "" {
 			return Skip, "the second principal's own flow did not complete: " + why
 		}
-		vs = []variant{{"the state sent with the second principal's credential", func(r *wire.Request) { r.Header = x.c.OtherHeader }}}
+		vs = []variant{{what: "the state sent with the second principal's credential", apply: func(r *wire.Request) { r.Header = x.c.OtherHeader }}}
 	case "no-credential":
 		if len(x.c.Header) == 0 {
 			return Skip, "no credential given (Config.Header, -H): every request is already anonymous"
 		}
-		vs = []variant{{"the state sent without the credential", func(r *wire.Request) { r.Header = nil }}}
+		vs = []variant{{what: "the state sent without the credential", apply: func(r *wire.Request) { r.Header = nil }}}
 	case "expired":
 		if x.c.ExpiryWait == 0 {
 			return Skip, "no expiry wait given (Config.ExpiryWait, -expiry-wait)"
@@ -459,8 +620,15 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		if !x.t.SingleUse {
 			return Skip, "not declared single use (Target.SingleUse, -single-use)"
 		}
+	case "replay-race":
+		if !x.t.SingleUse {
+			return Skip, "not declared single use (Target.SingleUse, -single-use)"
+		}
+		if x.results["replay-single-use"] == Fail {
+			return Skip, "replay-single-use failed: the state opens twice even one retry at a time"
+		}
 	case "no-responses":
-		vs = []variant{{"the state sent without inputResponses", func(r *wire.Request) { r.Responses = nil }}}
+		vs = []variant{{what: "the state sent without inputResponses", apply: func(r *wire.Request) { r.Responses = nil }}}
 	case "declined":
 	}
 	l, err := x.flow(ctx, x.c.Header)
@@ -475,6 +643,11 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		vs = stateVariants(own.Truncated())
 	case "extend":
 		vs = stateVariants(own.Extended(256 << 10))
+	case "short-tag":
+		vs = stateVariants(own.TagCuts())
+		if len(vs) == 0 {
+			return Skip, "this flow's state has no segment that looks like a tag"
+		}
 	case "encoding":
 		if l, err = x.respellable(ctx, l); err != nil {
 			return Skip, err.Error()
@@ -482,22 +655,66 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		own = stateform.Parse(l.state)
 		vs = stateVariants(own.Respelled())
 		if len(vs) == 0 {
-			return Skip, "the state has no other spelling (no base64 segment whose alphabet, padding or spare bits can differ), in three flows"
+			if !own.Decoded() {
+				return Skip, "the state is not base64 (plain text or JSON): statescan respells base64 only (alphabet, padding, spare bits), not JSON's spacing or key order"
+			}
+			return Skip, "the state has no other base64 spelling (no segment whose alphabet, padding or spare bits can differ), in three flows"
 		}
 	case "forge-plaintext":
-		f, ok := own.Forged()
-		if !ok {
-			return Skip, "nothing readable in this flow's state to edit"
+		for _, f := range own.ForgedLeaves(maxForgeries) {
+			v := variant{what: "the state with " + f.What, apply: func(r *wire.Request) { r.State = f.State }}
+			if f.Consent {
+				v.what += ", sent without inputResponses"
+				v.apply = func(r *wire.Request) { r.State, r.Responses = f.State, nil }
+			}
+			vs = append(vs, v)
 		}
-		vs = stateVariants([]stateform.Variant{f})
+		if len(vs) == 0 {
+			f, ok := own.Forged()
+			if !ok {
+				return Skip, "nothing readable in this flow's state to edit"
+			}
+			vs = stateVariants([]stateform.Variant{f})
+		}
 	case "weak-key":
 		forged, what, ok := weakKey(own)
 		if !ok {
 			return Skip, "this flow's state has no tag under the common key the baseline's had"
 		}
 		x.hide(forged)
-		vs = []variant{{"the state forged: " + what, func(r *wire.Request) { r.State = forged }}}
+		vs = []variant{{what: "the state forged: " + what, apply: func(r *wire.Request) { r.State = forged }}}
+	case "other-tool", "other-method":
+		// Each target the state moves to must complete its own flow
+		// (else a refusal proves only that it is missing or broken)
+		// and refuse a state it never issued (else it ignores its state
+		// and moving one there proves nothing).
+		var kept []variant
+		var ignored []string
+		for _, v := range vs {
+			r := x.retry(l)
+			v.apply(r)
+			if why := x.honest(ctx, r.Method, r.Name, r.Arguments); why != "" {
+				return Skip, fmt.Sprintf("%s %s: its own flow did not complete: %s", r.Method, r.Name, why)
+			}
+			r.State = randomState(len(l.state))
+			rep, err := x.send(ctx, r)
+			if err != nil {
+				return Skip, fmt.Sprintf("a random state sent to %s: %v", r.Name, err)
+			}
+			if ok, _ := x.outcome(rep); ok {
+				ignored = append(ignored, r.Name)
+				continue
+			}
+			kept = append(kept, v)
+		}
+		if len(kept) == 0 {
+			return Skip, strings.Join(ignored, ", ") + " completed with a random state: it ignores its state, so moving one there proves nothing (pick a target that uses its state)"
+		}
+		vs = kept
 	case "expired":
+		if x.c.Progress != nil {
+			x.c.Progress(fmt.Sprintf("expired: %s: waiting %s for a state to outlive its lifetime (until %s)", x.t.Name, x.c.ExpiryWait, time.Now().Add(x.c.ExpiryWait).Format("15:04:05")))
+		}
 		t := time.NewTimer(x.c.ExpiryWait)
 		select {
 		case <-ctx.Done():
@@ -505,12 +722,14 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 			return Skip, ctx.Err().Error()
 		case <-t.C:
 		}
-		vs = []variant{{fmt.Sprintf("the state after %s", x.c.ExpiryWait), func(*wire.Request) {}}}
+		vs = []variant{{what: fmt.Sprintf("the state after %s", x.c.ExpiryWait), apply: func(*wire.Request) {}}}
 	case "replay-single-use":
 		if l, err = x.respellable(ctx, l); err != nil {
 			return Skip, err.Error()
 		}
 		return x.replay(ctx, l)
+	case "replay-race":
+		return x.race(ctx, l)
 	case "no-responses":
 		if len(l.asks) == 0 {
 			return Skip, "the last round asked nothing (inputRequests empty): no answer to leave out"
@@ -520,21 +739,116 @@ func (x *targetScan) check(ctx context.Context, id string) (Result, string) {
 		if n == 0 {
 			return Skip, "the last round asked no elicitation to decline"
 		}
-		vs = []variant{{fmt.Sprintf("the state with %d elicitation(s) declined", n), func(r *wire.Request) { r.Responses = declined }}}
+		vs = []variant{{what: fmt.Sprintf("the state with %d elicitation(s) declined", n), apply: func(r *wire.Request) { r.Responses = declined }}}
 	}
 	return x.mutate(ctx, id, l, vs)
+}
+
+// honest runs a whole honest flow of another target of the server, as
+// the principal, and says why it did not complete.
+func (x *targetScan) honest(ctx context.Context, method, name string, args json.RawMessage) string {
+	req := &wire.Request{Method: method, Name: name, Arguments: args, Header: x.c.Header}
+	for round := 1; round <= maxRounds; round++ {
+		rep, err := x.send(ctx, req)
+		if err != nil {
+			return err.Error()
+		}
+		if rep.Result != nil && rep.Result.InputRequired() {
+			next := &wire.Request{Method: method, Name: name, Arguments: args, Header: x.c.Header, Responses: x.answers(rep.Result.InputRequests)}
+			if st := rep.Result.RequestState; st != nil {
+				next.State, next.HasState = *st, true
+			}
+			req = next
+			continue
+		}
+		if ok, desc := x.outcome(rep); !ok {
+			return desc
+		}
+		return ""
+	}
+	return fmt.Sprintf("still asking for input after %d rounds", maxRounds)
+}
+
+// moved is the variant that sends the state to m.
+func (x *targetScan) moved(m Move) variant {
+	what := "the state sent to " + m.Name
+	if m.Method != x.method {
+		what += " (" + m.Method + ")"
+	}
+	return variant{what: what, apply: func(r *wire.Request) { r.Method, r.Name, r.Arguments = m.Method, m.Name, m.Arguments }}
+}
+
+// unasked sends a first call, without a state, carrying the answers of
+// the baseline's last round: a server that completes takes answers it
+// never asked for, and the state's every binding (principal, request,
+// expiry, single use) is bypassed.
+func (x *targetScan) unasked(ctx context.Context) (Result, string) {
+	if len(x.asks) == 0 {
+		return Skip, "the last round asked nothing (inputRequests empty): no answer to send unasked"
+	}
+	r := x.request(x.c.Header)
+	r.Responses = x.responses
+	rep, err := x.send(ctx, r)
+	if err != nil {
+		return Skip, err.Error()
+	}
+	ok, desc := x.outcome(rep)
+	if ok {
+		return Fail, "accepted a first call without requestState carrying the last round's answers: " + desc
+	}
+	return Pass, "refused a first call carrying answers it had not asked for: " + desc
+}
+
+// race sends l's completing retry raceN times at once. A server whose
+// single use is a check and a record in two steps lets more than one
+// through; a strict one completes one at most.
+func (x *targetScan) race(ctx context.Context, l *lastRound) (Result, string) {
+	n := min(raceN, x.budget-x.sent)
+	if n < 2 {
+		return Skip, errBudget.Error()
+	}
+	reps, errs, err := x.burst(ctx, x.retry(l), n)
+	if err != nil {
+		return Skip, err.Error()
+	}
+	done := 0
+	var refused []string
+	for i := range reps {
+		if errs[i] != nil {
+			refused = append(refused, "no answer: "+clip(errs[i].Error(), 60))
+			continue
+		}
+		ok, desc := x.outcome(reps[i])
+		if ok {
+			done++
+		} else {
+			refused = append(refused, desc)
+		}
+	}
+	switch {
+	case done > 1:
+		return Fail, fmt.Sprintf("%d of %d copies of one completing retry, sent at once, completed: single use checked and recorded in two steps", done, n)
+	case done == 0:
+		return Skip, fmt.Sprintf("none of %d copies of the honest retry completed (%s)", n, summarize(refused))
+	}
+	return Pass, fmt.Sprintf("1 of %d copies sent at once completed; the others were refused (%s)", n, summarize(refused))
 }
 
 // completes runs a whole honest flow as h and says why it did not
 // complete.
 func (x *targetScan) completes(ctx context.Context, h http.Header) string {
-	l, err := x.flow(ctx, h)
+	return x.completesVia(ctx, x.client, h)
+}
+
+// completesVia runs a whole honest flow as h with c.
+func (x *targetScan) completesVia(ctx context.Context, c *wire.Client, h http.Header) string {
+	l, err := x.flowVia(ctx, c, h)
 	if err != nil {
 		return err.Error()
 	}
 	r := x.retry(l)
 	r.Header = h
-	rep, err := x.send(ctx, r)
+	rep, err := x.sendVia(ctx, c, r)
 	if err != nil {
 		return err.Error()
 	}
@@ -568,9 +882,9 @@ func (x *targetScan) replay(ctx context.Context, l *lastRound) (Result, string) 
 	if ok, desc := x.outcome(rep); !ok {
 		return Skip, "the honest retry did not complete: " + desc
 	}
-	vs := []variant{{"the used state again", func(*wire.Request) {}}}
+	vs := []variant{{what: "the used state again", apply: func(*wire.Request) {}}}
 	for _, v := range stateform.Parse(l.state).Respelled() {
-		vs = append(vs, variant{"the used state respelled (" + v.What + ")", func(r *wire.Request) { r.State = v.State }})
+		vs = append(vs, variant{what: "the used state respelled (" + v.What + ")", apply: func(r *wire.Request) { r.State = v.State }})
 	}
 	return x.mutate(ctx, "replay-single-use", l, vs)
 }
@@ -582,7 +896,7 @@ func (x *targetScan) distinct() (Result, string) {
 	var ids []string
 	for id := range x.refusals {
 		switch id {
-		case "tamper", "truncate", "extend", "forge-plaintext", "other-tool", "other-args", "other-principal":
+		case "tamper", "truncate", "extend", "short-tag", "forge-plaintext", "other-tool", "other-method", "other-server", "other-args", "other-principal":
 			ids = append(ids, id)
 		}
 	}

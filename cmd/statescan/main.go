@@ -8,7 +8,9 @@
 //	    -single-use pay -move-to 'refund={"account":"A1","amount":5}' -expiry-wait 11m
 //
 // Exit status: 0 nothing failed, 1 a check failed, 2 a usage error, an
-// unreachable server, or no target whose honest flow completed.
+// unreachable server, or no target whose honest flow completed; with
+// -json or -sarif FILE a report is written in every case but a flag it
+// cannot read, with the reason when nothing was judged.
 // docs/SCAN.md describes every check.
 package main
 
@@ -45,17 +47,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("statescan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		tools, prompts, resources, headers, others, singles, answers list
-		url                                                          = fs.String("url", "", "the server's Streamable HTTP endpoint, http(s)://host/path (or an argument after every flag)")
-		moveTo                                                       = fs.String("move-to", "", "a second tool (or prompt) to move states to, NAME or NAME={json arguments}: other-tool")
-		expiry                                                       = fs.Duration("expiry-wait", 0, "wait this long before the expired check's retry: longer than the server's state lifetime (0: skip expired)")
-		checks                                                       = fs.String("checks", "", "comma-separated check ids to run (default: all)")
-		budget                                                       = fs.Int("budget", 100, "most requests per target")
-		rate                                                         = fs.Float64("rate", 50, "most requests per second per target")
-		timeout                                                      = fs.Duration("timeout", 10*time.Second, "timeout of each request")
-		asJSON                                                       = fs.Bool("json", false, "print the report as JSON")
-		dry                                                          = fs.Bool("dry-run", false, "list what would be sent, and send nothing")
-		listChecks                                                   = fs.Bool("list", false, "list the checks: id, severity, what each sends, the spec sentence it tests")
+		tools, prompts, resources, headers, others, singles, answers, moves list
+		url                                                                 = fs.String("url", "", "the server's Streamable HTTP endpoint, http(s)://host/path (or an argument, before or after the flags)")
+		otherURL                                                            = fs.String("other-url", "", "a second deployment of the same server that may share its keys: other-server")
+		sarifFile                                                           = fs.String("sarif", "", "also write the report as SARIF 2.1.0 to this file (GitHub code scanning)")
+		sarifLoc                                                            = fs.String("sarif-location", "", "the repository path SARIF results point at (default: the URL's host and path, e.g. 127.0.0.1_8080/mcp)")
+		expiry                                                              = fs.Duration("expiry-wait", 0, "wait this long before the expired check's retry: longer than the server's state lifetime (0: skip expired)")
+		checks                                                              = fs.String("checks", "", "comma-separated check ids to run (default: all)")
+		budget                                                              = fs.Int("budget", 100, "most requests per target")
+		rate                                                                = fs.Float64("rate", 50, "most requests per second per target")
+		timeout                                                             = fs.Duration("timeout", 10*time.Second, "timeout of each request")
+		asJSON                                                              = fs.Bool("json", false, "print the report as JSON")
+		dry                                                                 = fs.Bool("dry-run", false, "list what would be sent, and send nothing")
+		listChecks                                                          = fs.Bool("list", false, "list the checks: id, severity, what each sends, the spec sentence it tests")
 	)
 	fs.Var(&tools, "tool", "a tool to scan, NAME or NAME={json arguments} (repeatable)")
 	fs.Var(&prompts, "prompt", "a prompt to scan, NAME or NAME={json arguments} (repeatable)")
@@ -64,12 +68,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&others, "other-header", "a second principal's header, 'Name: value', replacing -H's of that name: other-principal (repeatable)")
 	fs.Var(&singles, "single-use", "a target whose states must open once: replay-single-use (repeatable, or comma-separated)")
 	fs.Var(&answers, "answer", "the answer to an input request, KEY={json response object} (repeatable)")
+	fs.Var(&moves, "move-to", "another target to move states to: NAME[={json}] of the same method (other-tool), or tool:NAME[={json}], prompt:NAME[={json}], resource:URI of another (other-method) (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: statescan -url URL -tool NAME[={args}] [flags]\n\nA scan executes each target several times. docs/SCAN.md describes every check.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	// Go's flag parsing stops at the first argument: parse on after
+	// it, so that "statescan URL -tool pay" reads its flags too.
+	var positional []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
 	if *listChecks {
 		for _, c := range scan.Checks {
@@ -77,15 +92,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if *url == "" && fs.NArg() > 0 {
-		*url = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return usage(stderr, "unexpected argument %q", fs.Arg(0))
-	}
-	if *url == "" {
+	switch {
+	case len(positional) > 1 || (*url != "" && len(positional) == 1):
+		return usage(stderr, "unexpected argument %q: give one URL, with -url or as an argument", positional[len(positional)-1])
+	case len(positional) == 1:
+		*url = positional[0]
+	case *url == "":
 		return usage(stderr, "no -url")
 	}
-	c := &scan.Config{URL: *url, ExpiryWait: *expiry, Budget: *budget, Rate: *rate, Timeout: *timeout}
+	// From here on a report is written even when nothing is judged, so
+	// that CI keeps an artifact that says why.
+	out := &outputs{json: *asJSON, sarif: *sarifFile, location: *sarifLoc, stdout: stdout, stderr: stderr}
+	c := &scan.Config{URL: *url, OtherURL: *otherURL, ExpiryWait: *expiry, Budget: *budget, Rate: *rate, Timeout: *timeout}
+	c.Progress = func(msg string) { fmt.Fprintln(stderr, "statescan:", msg) }
+	usage := func(w io.Writer, format string, a ...any) int {
+		out.fail(c.URL, fmt.Sprintf(format, a...))
+		return usage(w, format, a...)
+	}
 	var err error
 	if c.Header, err = parseHeaders(headers, nil); err != nil {
 		return usage(stderr, "-H: %v", err)
@@ -111,13 +134,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return usage(stderr, "%v", err)
 			}
 			t := scan.Target{Method: group.method, Name: name, Arguments: a, SingleUse: single[name]}
-			if *moveTo != "" && group.method != scan.ResourcesRead {
-				mn, ma, err := nameArgs(*moveTo, true)
+			for _, mv := range moves {
+				m, same, err := parseMove(mv)
 				if err != nil {
-					return usage(stderr, "-move-to: %v", err)
+					return usage(stderr, "-move-to %s: %v", mv, err)
 				}
-				if mn != name {
-					t.MoveTo, t.MoveArguments = mn, ma
+				switch {
+				case same && group.method == scan.ResourcesRead:
+					// A bare name is a tool's or a prompt's.
+				case same || m.Method == group.method:
+					if m.Name == name {
+						continue
+					}
+					if t.MoveTo != "" {
+						return usage(stderr, "-move-to %s: a second target of the method %s (other-tool takes one)", mv, group.method)
+					}
+					t.MoveTo, t.MoveArguments = m.Name, m.Arguments
+				default:
+					t.OtherMethods = append(t.OtherMethods, m)
 				}
 			}
 			c.Targets = append(c.Targets, t)
@@ -167,17 +201,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := scan.Run(ctx, c)
 	if err != nil {
-		// A bad configuration, an unreachable server, an interrupt: the
-		// report would be all skips.
+		// A bad configuration, an unreachable server, an interrupt: no
+		// table (it would be all skips), but the reports CI keeps.
 		fmt.Fprintln(stderr, "statescan:", err)
+		if rep == nil {
+			rep = &scan.Report{Target: c.URL, Reason: err.Error()}
+		}
+		out.write(rep, false)
 		return 2
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
-	} else {
-		printTable(stdout, rep)
+	if !out.write(rep, true) {
+		return 2
 	}
 	switch {
 	case rep.Failed():
@@ -187,6 +221,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 0
+}
+
+// outputs are where reports go: JSON on stdout (-json), SARIF to a file
+// (-sarif), the table on stdout otherwise.
+type outputs struct {
+	json           bool
+	sarif          string
+	location       string
+	stdout, stderr io.Writer
+}
+
+// fail writes the reports of a scan that could not start.
+func (o *outputs) fail(target, reason string) {
+	o.write(&scan.Report{Target: target, Reason: reason}, false)
+}
+
+// write writes rep where it goes, the table only when table is true; it
+// reports whether every report was written.
+func (o *outputs) write(rep *scan.Report, table bool) bool {
+	ok := true
+	if o.sarif != "" {
+		if err := writeSARIF(o.sarif, rep, o.location); err != nil {
+			fmt.Fprintln(o.stderr, "statescan: -sarif:", err)
+			ok = false
+		}
+	}
+	switch {
+	case o.json:
+		enc := json.NewEncoder(o.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+	case table:
+		printTable(o.stdout, rep)
+	}
+	return ok
+}
+
+// parseMove reads a -move-to: NAME[={json}] (same is true: the
+// target's own method), or tool:, prompt: or resource: before it.
+func parseMove(s string) (m scan.Move, same bool, err error) {
+	for _, p := range []struct{ prefix, method string }{{"tool:", scan.ToolsCall}, {"prompt:", scan.PromptsGet}, {"resource:", scan.ResourcesRead}} {
+		if rest, ok := strings.CutPrefix(s, p.prefix); ok {
+			m.Method = p.method
+			m.Name, m.Arguments, err = nameArgs(rest, p.method != scan.ResourcesRead)
+			return m, false, err
+		}
+	}
+	m.Name, m.Arguments, err = nameArgs(s, true)
+	return m, true, err
 }
 
 func usage(w io.Writer, format string, a ...any) int {

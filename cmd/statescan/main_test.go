@@ -1,16 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/stateseal/stateseal/internal/testkit"
+	"github.com/stateseal/stateseal/scan"
 )
 
 func TestMain(m *testing.M) {
@@ -63,4 +71,326 @@ func holeServer(t *testing.T) func(ts *testscript.TestScript, neg bool, args []s
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// startHole starts scan/internal/holeserver with one hole until the test
+// ends and returns its MCP endpoint.
+func startHole(t *testing.T, hole string) string {
+	t.Helper()
+	bin := testkit.Build(t, "github.com/stateseal/stateseal/scan/internal/holeserver")
+	cmd := exec.Command(bin, "-hole", hole, "-addr", "127.0.0.1:0")
+	var out testkit.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	var url string
+	testkit.WaitFor(t, "holeserver to listen", func() bool {
+		if m := mcpURL.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		return url != ""
+	})
+	return url
+}
+
+// sarifSchema compiles the SARIF 2.1.0 JSON schema (OASIS, committed in
+// testdata from oasis-tcs/sarif-spec, sarif-2.1/schema), formats
+// asserted.
+func sarifSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "sarif-schema-2.1.0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource(id, doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// validSARIF validates file against the schema and returns it decoded.
+func validSARIF(t *testing.T, s *jsonschema.Schema, file string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(inst); err != nil {
+		t.Fatalf("%s is not SARIF 2.1.0: %v\n%s", file, err, b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// The schema refuses what is not SARIF: a test that can fail.
+func TestSARIFSchemaRefuses(t *testing.T) {
+	s := sarifSchema(t)
+	for _, bad := range []string{
+		`{"version":"2.1.0"}`,
+		`{"version":"2.0.0","runs":[]}`,
+		`{"version":"2.1.0","runs":[{"tool":{"driver":{"name":"statescan"}},"results":[{"ruleId":"x","level":"high","message":{"text":"t"}}]}]}`,
+		`{"version":"2.1.0","runs":[{"tool":{"driver":{}}}]}`,
+	} {
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Validate(inst) == nil {
+			t.Errorf("the schema took %s", bad)
+		}
+	}
+}
+
+// TestSARIF: a scan that finds a hole writes SARIF 2.1.0 (valid under
+// the OASIS schema) with one result, its rule (id, level, spec) and a
+// repository path; the JSON report has its version and summary.
+func TestSARIF(t *testing.T) {
+	url := startHole(t, "no-args-binding")
+	file := filepath.Join(t.TempDir(), "statescan.sarif")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-json", "-sarif", file, "-url", url, "-tool", `pay={"account":"A1","amount":5}`,
+		"-H", "X-User: alice", "-checks", "other-args,tamper"}, &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
+	}
+	m := validSARIF(t, sarifSchema(t), file)
+	run0 := m["runs"].([]any)[0].(map[string]any)
+	rules := run0["tool"].(map[string]any)["driver"].(map[string]any)["rules"].([]any)
+	if len(rules) != len(scan.Checks)-1 {
+		t.Errorf("%d rules, want one per check but baseline (%d)", len(rules), len(scan.Checks)-1)
+	}
+	results := run0["results"].([]any)
+	if len(results) != 1 {
+		t.Fatalf("%d results, want 1 (other-args): %v", len(results), results)
+	}
+	r := results[0].(map[string]any)
+	rule := rules[int(r["ruleIndex"].(float64))].(map[string]any)
+	loc := r["locations"].([]any)[0].(map[string]any)["physicalLocation"].(map[string]any)["artifactLocation"].(map[string]any)["uri"].(string)
+	if r["ruleId"] != "other-args" || rule["id"] != "other-args" || r["level"] != "error" ||
+		!strings.Contains(rule["fullDescription"].(map[string]any)["text"].(string), "a digest of its salient parameters") ||
+		!regexp.MustCompile(`^127\.0\.0\.1_[0-9]+/mcp$`).MatchString(loc) {
+		t.Errorf("result %v, rule %v, location %q", r, rule, loc)
+	}
+	var rep struct {
+		Version int
+		Judged  bool
+		Summary struct{ Requests, Pass, Fail, Skip, Info int }
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Version != 2 || !rep.Judged || rep.Summary.Fail != 1 || rep.Summary.Pass != 2 || rep.Summary.Requests < 4 {
+		t.Errorf("report %+v:\n%s", rep, stdout.String())
+	}
+}
+
+// TestUnjudgedReport: when nothing can be judged (exit 2) the JSON
+// report and the SARIF are written all the same, with the reason.
+func TestUnjudgedReport(t *testing.T) {
+	s := sarifSchema(t)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		reason string
+	}{
+		{"unreachable", []string{"-url", "http://127.0.0.1:1/mcp", "-tool", "pay", "-timeout", "2s"}, "did not answer"},
+		{"usage", []string{"http://127.0.0.1:1/mcp", "-tool", "pay", "-checks", "nosuch"}, `unknown check "nosuch"`},
+		{"no baseline", []string{"-url", startHole(t, "none"), "-tool", "nosuchtool"}, "no target's honest flow completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "statescan.sarif")
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), append([]string{"-json", "-sarif", file}, tc.args...), &stdout, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+			}
+			var rep struct {
+				Version int
+				Judged  *bool
+				Reason  string
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatalf("%v: %s", err, stdout.String())
+			}
+			if rep.Version != 2 || rep.Judged == nil || *rep.Judged || !strings.Contains(rep.Reason, tc.reason) {
+				t.Errorf("report %s, want judged false and a reason with %q", stdout.String(), tc.reason)
+			}
+			m := validSARIF(t, s, file)
+			inv := m["runs"].([]any)[0].(map[string]any)["invocations"].([]any)[0].(map[string]any)
+			note := inv["toolExecutionNotifications"].([]any)[0].(map[string]any)["message"].(map[string]any)["text"].(string)
+			if inv["executionSuccessful"] != false || !strings.Contains(note, tc.reason) {
+				t.Errorf("invocation %v, want executionSuccessful false and the reason", inv)
+			}
+		})
+	}
+}
+
+// TestWorkflow: the GitHub Actions workflow in docs/SCAN.md is YAML,
+// its scan step's command line is one statescan reads (run with -dry-run
+// after it, every flag must parse), it writes the SARIF file that the
+// upload step sends, and the steps after the scan run when it fails.
+func TestWorkflow(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "SCAN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/SCAN.md has no ```yaml block")
+	}
+	var wf struct {
+		On          any               `yaml:"on"`
+		Permissions map[string]string `yaml:"permissions"`
+		Jobs        map[string]struct {
+			RunsOn string `yaml:"runs-on"`
+			Steps  []struct {
+				Name string            `yaml:"name"`
+				Uses string            `yaml:"uses"`
+				Run  string            `yaml:"run"`
+				If   string            `yaml:"if"`
+				Env  map[string]string `yaml:"env"`
+				With map[string]string `yaml:"with"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(m[1], &wf); err != nil {
+		t.Fatalf("the workflow is not YAML: %v", err)
+	}
+	if wf.On == nil || wf.Permissions["security-events"] != "write" || len(wf.Jobs) != 1 {
+		t.Fatalf("workflow: on %v, permissions %v, %d jobs: want a trigger, security-events: write, one job", wf.On, wf.Permissions, len(wf.Jobs))
+	}
+	var scanned, uploaded string
+	for _, job := range wf.Jobs {
+		if job.RunsOn == "" {
+			t.Error("a job without runs-on")
+		}
+		for _, st := range job.Steps {
+			if i := strings.Index(st.Run, "statescan "); i >= 0 && strings.Contains(st.Run, "-sarif") {
+				args, err := shellWords(st.Run[i+len("statescan "):], st.Env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var stdout, stderr bytes.Buffer
+				if code := run(context.Background(), append(args, "-dry-run"), &stdout, &stderr); code != 0 {
+					t.Errorf("statescan %q -dry-run: exit %d: %s", args, code, stderr.String())
+				}
+				for j, a := range args {
+					if a == "-sarif" && j+1 < len(args) {
+						scanned = args[j+1]
+					}
+				}
+				continue
+			}
+			if strings.HasPrefix(st.Uses, "github/codeql-action/upload-sarif@") {
+				uploaded = st.With["sarif_file"]
+				if !strings.Contains(st.If, "always()") {
+					t.Errorf("the upload step runs only when the scan passes (if: %q): a finding would never reach code scanning", st.If)
+				}
+			}
+		}
+	}
+	if scanned == "" || scanned != uploaded {
+		t.Errorf("the scan writes SARIF to %q, the upload step sends %q", scanned, uploaded)
+	}
+}
+
+// shellWords splits a POSIX shell command line as sh would for the
+// commands the workflow runs: quotes, backslash-newline, $VAR and
+// ${VAR} from env, and it stops at a redirection or the line's end.
+func shellWords(s string, env map[string]string) ([]string, error) {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	expand := func(i int) int {
+		j := i + 1
+		brace := j < len(s) && s[j] == '{'
+		if brace {
+			j++
+		}
+		k := j
+		for k < len(s) && (s[k] == '_' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= 'a' && s[k] <= 'z' || s[k] >= '0' && s[k] <= '9') {
+			k++
+		}
+		name := s[j:k]
+		if v, ok := env[name]; ok {
+			w.WriteString(v)
+		} else {
+			w.WriteString("TEST-" + name) // a secret or a variable of the runner
+		}
+		if brace {
+			k++
+		}
+		return k
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\\' && i+1 < len(s) && s[i+1] == '\n':
+			i += 2
+		case c == '\n' || c == '>' || c == '|' || c == '#' && !inWord:
+			i = len(s)
+		case c == ' ' || c == '\t':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+			i++
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unclosed ' in %q", s)
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			inWord, i = true, i+j+2
+		case c == '"':
+			inWord = true
+			i++
+			for i < len(s) && s[i] != '"' {
+				if s[i] == '$' {
+					i = expand(i)
+					continue
+				}
+				w.WriteByte(s[i])
+				i++
+			}
+			if i >= len(s) {
+				return nil, fmt.Errorf("unclosed \" in %q", s)
+			}
+			i++
+		case c == '$':
+			inWord = true
+			i = expand(i)
+		default:
+			inWord = true
+			w.WriteByte(c)
+			i++
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words, nil
 }

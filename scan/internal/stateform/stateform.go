@@ -180,14 +180,97 @@ func (f Form) Tampered(max int) []Variant {
 	if f.Decoded() {
 		return out
 	}
+	// Plain text: the first, middle and last letter or digit, so that a
+	// text ending in punctuation ("}") still gets its three changes.
 	for i, s := range f.Segs {
-		for _, p := range positions(len(s.Text)) {
-			if t, ok := changeChar(s.Text, p.at); ok {
-				add(f.withText(i, t), "character "+itoa(p.at)+" ("+p.name+") changed")
+		var at []int
+		for j := 0; j < len(s.Text); j++ {
+			if alnum(s.Text[j]) {
+				at = append(at, j)
+			}
+		}
+		for _, p := range positions(len(at)) {
+			if t, ok := changeChar(s.Text, at[p.at]); ok {
+				add(f.withText(i, t), "character "+itoa(at[p.at])+" ("+p.name+" letter or digit) changed")
 			}
 		}
 	}
 	return out
+}
+
+func alnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// minTag is the shortest segment read as a tag: 16 characters (12
+// bytes of base64, 8 of hex), shorter than any MAC worth the name.
+const minTag = 16
+
+// Tags lists the segments of f that look like a tag: in a state of two
+// or more segments, one of at least minTag characters of the base64 or
+// hex alphabets whose bytes do not read as text.
+func (f Form) Tags() []int {
+	if len(f.Segs) < 2 {
+		return nil
+	}
+	var out []int
+	for i, s := range f.Segs {
+		if len(s.Text) < minTag || strings.Trim(s.Text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=") != "" {
+			continue
+		}
+		if s.Enc != nil && printable(s.Bytes) {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// TagCuts returns copies of f with each tag (Tags) shortened as text,
+// never re-encoded: emptied, dropped with its separator, cut by one
+// character (padding aside) and cut to half its characters; then, when
+// f has readable content, the same with that content forged. A server
+// that checks a tag over the length the client sent (a prefix
+// comparison) takes them; a strict one refuses every one.
+func (f Form) TagCuts() []Variant {
+	orig := f.String()
+	var out []Variant
+	seen := map[string]bool{orig: true}
+	add := func(s, what string) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, Variant{s, what})
+		}
+	}
+	forms := []struct {
+		f    Form
+		what string
+	}{{f, ""}}
+	if v, ok := f.Forged(); ok {
+		if g := Parse(v.State); len(g.Segs) == len(f.Segs) {
+			forms = append(forms, struct {
+				f    Form
+				what string
+			}{g, v.What + ", and "})
+		}
+	}
+	for _, fm := range forms {
+		g := fm.f
+		for _, i := range f.Tags() {
+			t := g.Segs[i].Text
+			bare := strings.TrimRight(t, "=")
+			n := itoa(i + 1)
+			add(g.withText(i, ""), fm.what+"segment "+n+" (a tag) emptied")
+			add(g.without(i), fm.what+"segment "+n+" (a tag) dropped with its separator")
+			add(g.withText(i, bare[:len(bare)-1]), fm.what+"segment "+n+" (a tag) cut by one character")
+			add(g.withText(i, bare[:len(bare)/2]), fm.what+"segment "+n+" (a tag) cut to half its characters")
+		}
+	}
+	return out
+}
+
+// without returns f with segment i and its separator left out.
+func (f Form) without(i int) string {
+	g := Form{Segs: append(append([]Segment(nil), f.Segs[:i]...), f.Segs[i+1:]...)}
+	return g.String()
 }
 
 type position struct {
@@ -492,3 +575,177 @@ func itoa64(i int64) string {
 	b, _ := json.Marshal(i)
 	return string(b)
 }
+
+// A Forgery is the readable state with one JSON value edited. Consent is
+// true when the value reads as an answer (a boolean, or a word such as
+// pending, decline or no) and was set to an affirmative one (true,
+// accept, yes): the state then says the user agreed.
+type Forgery struct {
+	Variant
+	Consent bool
+}
+
+// negative are the answer-shaped words a forgery sets to yes, lower
+// case, each with its affirmative (accept when it has none of its
+// own). A value that already says yes is edited like any other.
+var negative = map[string]string{"decline": "accept", "declined": "accepted", "deny": "allow", "denied": "allowed",
+	"reject": "accept", "rejected": "accepted", "cancel": "accept", "cancelled": "accepted", "canceled": "accepted",
+	"no": "yes", "n": "y", "false": "true", "pending": "accept", "none": "accept", "unconfirmed": "confirmed",
+	"unanswered": "accept", "waiting": "accept", "asked": "accept"}
+
+// ForgedLeaves returns copies of f, each with one value of its readable
+// JSON edited and encoded back the way it was: first the answer-shaped
+// values (booleans, words like pending or decline) in path order, set
+// to yes where they say no; then every other value in path order (a
+// number incremented, a string altered), at most max of them.
+func (f Form) ForgedLeaves(max int) []Forgery {
+	type leaf struct {
+		seg     int // -1: the whole text
+		path    string
+		consent bool
+	}
+	var docs []struct {
+		seg int
+		b   []byte
+	}
+	if !f.Decoded() {
+		docs = append(docs, struct {
+			seg int
+			b   []byte
+		}{-1, []byte(f.String())})
+	} else {
+		for i, s := range f.Segs {
+			if s.Enc != nil {
+				docs = append(docs, struct {
+					seg int
+					b   []byte
+				}{i, s.Bytes})
+			}
+		}
+	}
+	var consent, other []leaf
+	for _, d := range docs {
+		v, ok := parseJSON(d.b)
+		if !ok {
+			continue
+		}
+		walkLeaves(v, "", func(path string, x any) {
+			l := leaf{seg: d.seg, path: path}
+			switch x := x.(type) {
+			case bool:
+				l.consent = !x
+			case string:
+				_, l.consent = negative[strings.ToLower(x)]
+			}
+			if l.consent {
+				consent = append(consent, l)
+			} else {
+				other = append(other, l)
+			}
+		})
+	}
+	var out []Forgery
+	for _, l := range append(consent, other...) {
+		if len(out) >= max {
+			break
+		}
+		var src []byte
+		if l.seg < 0 {
+			src = []byte(f.String())
+		} else {
+			src = f.Segs[l.seg].Bytes
+		}
+		v, _ := parseJSON(src)
+		what, ok := editAt(&v, "", l.path, l.consent)
+		if !ok {
+			continue
+		}
+		t, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		if l.seg < 0 {
+			out = append(out, Forgery{Variant{string(t), "JSON " + what}, l.consent})
+		} else {
+			out = append(out, Forgery{Variant{f.with(l.seg, t), "segment " + itoa(l.seg+1) + ": JSON " + what + ", re-encoded " + f.Segs[l.seg].Enc.String()}, l.consent})
+		}
+	}
+	return out
+}
+
+func parseJSON(b []byte) (any, bool) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil || d.More() {
+		return nil, false
+	}
+	switch v.(type) {
+	case map[string]any, []any:
+		return v, true
+	}
+	return nil, false
+}
+
+// walkLeaves calls fn for each leaf of v, keys in sorted order, depth
+// first.
+func walkLeaves(v any, path string, fn func(string, any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			walkLeaves(x[k], path+"."+k, fn)
+		}
+	case []any:
+		for i := range x {
+			walkLeaves(x[i], path+"["+itoa(i)+"]", fn)
+		}
+	case nil:
+	default:
+		fn(path, x)
+	}
+}
+
+// editAt edits the leaf at want: to yes when consent, else as
+// forgeLeaf does.
+func editAt(v *any, path, want string, consent bool) (string, bool) {
+	switch x := (*v).(type) {
+	case map[string]any:
+		for k, e := range x {
+			if p := path + "." + k; p == want || strings.HasPrefix(want, p+".") || strings.HasPrefix(want, p+"[") {
+				what, ok := editAt(&e, p, want, consent)
+				x[k] = e
+				return what, ok
+			}
+		}
+	case []any:
+		for i := range x {
+			if p := path + "[" + itoa(i) + "]"; p == want || strings.HasPrefix(want, p+".") || strings.HasPrefix(want, p+"[") {
+				return editAt(&x[i], p, want, consent)
+			}
+		}
+	default:
+		if path != want {
+			return "", false
+		}
+		if consent {
+			switch x := x.(type) {
+			case bool:
+				*v = true
+				return "boolean " + path + " set to true", true
+			case string:
+				yes := negative[strings.ToLower(x)]
+				*v = yes
+				return "string " + path + " set to " + strconvQuote(yes), true
+			}
+		}
+		return forgeLeaf(v, path)
+	}
+	return "", false
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

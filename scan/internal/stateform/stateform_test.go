@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"math/bits"
 	mrand "math/rand/v2"
 	"strings"
@@ -113,8 +114,8 @@ func TestPlain(t *testing.T) {
 			t.Fatalf("%q decoded", s)
 		}
 		vs := f.Tampered(6)
-		if len(vs) == 0 {
-			t.Fatalf("%q: no tampered copy", s)
+		if len(vs) != 3 {
+			t.Fatalf("%q: %d tampered copies, want 3 (start, middle, end)", s, len(vs))
 		}
 		for _, v := range vs {
 			if len(v.State) != len(s) || v.State == s {
@@ -195,4 +196,70 @@ func FuzzForm(f *testing.F) {
 		}
 		p.Text()
 	})
+}
+
+// TestTagCuts: each segment that looks like a tag is emptied, dropped,
+// cut by one character and to half, as text (the padding never counts
+// as the character cut); a readable payload is forged with each; the
+// payload itself is never taken for a tag.
+func TestTagCuts(t *testing.T) {
+	body := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"alice","exp":1780000000}`))
+	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.StdEncoding} {
+		mac := enc.EncodeToString(bytes.Repeat([]byte{0xfb}, 32))
+		s := body + "." + mac
+		f := Parse(s)
+		if got := f.Tags(); len(got) != 1 || got[0] != 1 {
+			t.Fatalf("tags of %q: %v, want [1]", s, got)
+		}
+		bare := strings.TrimRight(mac, "=")
+		want := map[string]bool{body + ".": true, body: true, body + "." + bare[:len(bare)-1]: true, body + "." + bare[:len(bare)/2]: true}
+		forged := 0
+		for _, v := range f.TagCuts() {
+			if want[v.State] {
+				delete(want, v.State)
+				continue
+			}
+			if !strings.Contains(v.What, "forged") && !strings.Contains(v.What, "JSON") {
+				t.Errorf("unexpected %s: %q", v.What, v.State)
+			}
+			forged++
+		}
+		if len(want) != 0 || forged != 4 {
+			t.Errorf("%q: missing %v; %d forged, want 4", s, want, forged)
+		}
+	}
+	// One segment, or short and readable ones, have no tag.
+	for _, s := range []string{base64.StdEncoding.EncodeToString(make([]byte, 48)), "v1." + body, `{"a":1.5}`} {
+		if got := Parse(s).Tags(); len(got) != 0 {
+			t.Errorf("tags of %q: %v", s, got)
+		}
+	}
+}
+
+// TestForgedLeaves: answer-shaped values come first, set to yes and
+// marked Consent; then every other value in path order, at most max.
+func TestForgedLeaves(t *testing.T) {
+	s := base64.RawURLEncoding.EncodeToString([]byte(`{"ask":"3f2a","ok":false,"reply":"pending","n":7,"done":true}`))
+	fs := Parse(s).ForgedLeaves(8)
+	var got []string
+	for _, f := range fs {
+		b, err := base64.RawURLEncoding.Strict().DecodeString(f.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%v %s", f.Consent, b))
+	}
+	want := []string{
+		`true {"ask":"3f2a","done":true,"n":7,"ok":true,"reply":"pending"}`,
+		`true {"ask":"3f2a","done":true,"n":7,"ok":false,"reply":"accept"}`,
+		`false {"ask":"4f2a","done":true,"n":7,"ok":false,"reply":"pending"}`,
+		`false {"ask":"3f2a","done":false,"n":7,"ok":false,"reply":"pending"}`,
+		`false {"ask":"3f2a","done":true,"n":8,"ok":false,"reply":"pending"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("forgeries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := len(Parse(s).ForgedLeaves(2)); n != 2 {
+		t.Errorf("max 2: %d", n)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 )
 
 // ProtocolVersion is the MCP revision the client speaks.
@@ -114,7 +115,7 @@ func (r *Result) InputRequired() bool {
 type Client struct {
 	URL  string
 	HTTP *http.Client // CheckRedirect is replaced: no redirect is followed
-	next int
+	next atomic.Int64
 }
 
 // NewClient returns a client of u that never follows a redirect, so that
@@ -134,10 +135,10 @@ func NewClient(u string, hc *http.Client) (*Client, error) {
 	return &Client{URL: u, HTTP: &c}, nil
 }
 
-// Do sends r and reads its answer.
+// Do sends r and reads its answer. It is safe to call from several
+// goroutines at once.
 func (c *Client) Do(ctx context.Context, r *Request) (*Reply, error) {
-	c.next++
-	id := c.next
+	id := int(c.next.Add(1))
 	body, err := r.Body(id)
 	if err != nil {
 		return nil, err
@@ -218,7 +219,7 @@ func read(resp *http.Response, id int) (*Reply, error) {
 		if ct == "application/json" && parseMessage(b, id, rep) {
 			return rep, nil
 		}
-		rep.Text = fmt.Sprintf("HTTP %d %s: %s", resp.StatusCode, ct, short(string(b), 120))
+		rep.Text = describe(resp.StatusCode, ct, b)
 		return rep, nil
 	}
 }
@@ -248,6 +249,20 @@ func parseMessage(msg []byte, id int, rep *Reply) bool {
 	r.Raw = m.Result
 	rep.Result = &r
 	return true
+}
+
+// describe names an answer that is not a JSON-RPC message: its status,
+// its content type and the start of its body, each only when there is
+// one ("HTTP 401, an empty body").
+func describe(status int, ct string, b []byte) string {
+	d := fmt.Sprintf("HTTP %d", status)
+	if ct != "" {
+		d += " " + ct
+	}
+	if body := short(string(b), 120); body != "" {
+		return d + ": " + body
+	}
+	return d + ", an empty body"
 }
 
 func short(s string, n int) string {

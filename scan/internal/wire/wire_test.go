@@ -97,6 +97,19 @@ func TestNotJSON(t *testing.T) {
 	}
 }
 
+// TestEmptyBody: an empty 401 reads "HTTP 401, an empty body", not
+// "HTTP 401 :".
+func TestEmptyBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	rep, err := newClient(t, srv.URL).Do(context.Background(), &Request{Method: "tools/call", Name: "t"})
+	if err != nil || rep.Text != "HTTP 401, an empty body" {
+		t.Fatalf("%+v %v", rep, err)
+	}
+}
+
 func newClient(t *testing.T, url string) *Client {
 	t.Helper()
 	c, err := NewClient(url, nil)
