@@ -99,6 +99,12 @@ type Gateway struct {
 	Logger *slog.Logger
 	// Stats counts what the gateway does.
 	Stats Stats
+	// Bridge, if set, serves clients of the 2025 protocols in front of
+	// an upstream that speaks only 2026-07-28 (bridge.go): every request
+	// that does not say 2026-07-28 in its MCP-Protocol-Version header,
+	// but on a PassThrough path. nil passes such requests upstream as
+	// they are, for an upstream that serves those versions itself.
+	Bridge *Bridge
 
 	states atomic.Pointer[mrtr.States] // nil until a keyset is loaded
 	dog    watchdog
@@ -178,6 +184,10 @@ const (
 // event, by a reader that has the exchange as its sealer (sse.go).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
+	if g.bridged(r) {
+		g.serveBridge(w, r) // a client of the 2025 protocols (bridge.go)
+		return
+	}
 	st := g.states.Load() // once: one exchange, one configuration
 	if st == nil {
 		http.Error(w, "gateway: no keyset loaded yet", http.StatusServiceUnavailable)

@@ -233,6 +233,12 @@ func (c *Call) singleUseBinding(b seal.Binding) seal.Binding {
 // Call returns the Call for r.
 func (m *States) Call(r Request) *Call { return &Call{m: m, r: r} }
 
+// Sealer returns the Sealer m seals with: for tokens of another kind
+// sealed with the same keys (sealgate's bridged session ids), each under
+// a binding whose Method no MCP request has, so that neither opens as
+// the other.
+func (m *States) Sealer() *seal.Sealer { return m.s }
+
 func (c *Call) binding() (seal.Binding, error) {
 	if !c.done {
 		c.done = true

@@ -44,6 +44,12 @@ type Config struct {
 	StripAuthorization bool
 	BindSession        bool
 
+	// The bridge for clients of the 2025 protocols (gateway.Bridge).
+	Bridge                                bool
+	BridgeSessionTTL, BridgeAnswerTimeout time.Duration
+	BridgeMaxRounds, BridgeMaxPending     int
+	BridgeMaxPendingPerPrincipal          int
+
 	DefaultTTL time.Duration
 	TTL        string // tool=duration,...
 	SingleUse  string // tools, comma-separated
@@ -93,6 +99,12 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ClientCA, "client-ca", "", "with -principal mtls: CA certificates (PEM) that client certificates must chain to")
 	fs.StringVar(&c.CertField, "cert-field", "subject", "with -principal mtls: the principal is the certificate's subject, uri (first URI SAN) or sha256")
 	fs.BoolVar(&c.StripAuthorization, "strip-authorization", false, "do not forward the Authorization header upstream")
+	fs.BoolVar(&c.Bridge, "bridge", true, "serve clients of the 2025 protocols (2025-11-25, 2025-06-18, 2025-03-26) in front of an upstream that speaks only 2026-07-28 and keeps nothing: initialize, sessions and input requests are the gateway's (false: pass their requests through, for an upstream that serves those versions itself)")
+	fs.DurationVar(&c.BridgeSessionTTL, "bridge-session-ttl", gateway.DefaultSessionTTL, "lifetime of a bridged session id (the keyset's maximum TTL caps it); then the client gets 404 and initializes again")
+	fs.DurationVar(&c.BridgeAnswerTimeout, "bridge-answer-timeout", gateway.DefaultAnswerTimeout, "how long a bridged call waits for the client's answers to one round of input requests; then it ends with an error and nothing more goes upstream")
+	fs.IntVar(&c.BridgeMaxRounds, "bridge-max-rounds", gateway.DefaultMaxRounds, "input_required answers one bridged call may go through (an upstream that asks forever is cut there)")
+	fs.IntVar(&c.BridgeMaxPending, "bridge-max-pending", gateway.DefaultMaxPending, "bridged calls that may wait for their clients' answers at once on this instance (past it: 503)")
+	fs.IntVar(&c.BridgeMaxPendingPerPrincipal, "bridge-max-pending-per-principal", gateway.DefaultMaxPendingPer, "the same, per principal")
 	fs.BoolVar(&c.BindSession, "bind-session", true, "bind states to the Mcp-Session-Id header when a request has one (a stateful upstream)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", 0, "lifetime of a state (0: 10 minutes); the keyset's maximum caps it")
 	fs.StringVar(&c.TTL, "ttl", "", "per-target lifetimes: name=duration,... (a tool or prompt name, a resource URI); a state is still accepted for the keyset's skew after it (30 s by default: tool=2s is refused after 2 s plus the skew)")

@@ -268,6 +268,10 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 		PassThrough:              splitList(c.PassThrough),
 		Logger:                   log,
 	}
+	if c.Bridge {
+		g.Bridge = &gateway.Bridge{Audience: c.Audience, SessionTTL: c.BridgeSessionTTL, AnswerTimeout: c.BridgeAnswerTimeout,
+			MaxRounds: c.BridgeMaxRounds, MaxPending: c.BridgeMaxPending, MaxPendingPerPrincipal: c.BridgeMaxPendingPerPrincipal}
+	}
 	for _, s := range splitList(c.Upstream) {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// A Bridge serves clients of the 2025 protocols (2025-11-25, 2025-06-18,
+// 2025-03-26) in front of an upstream that speaks only 2026-07-28 and
+// keeps nothing between requests. It answers what the older versions ask
+// of a server (initialize, ping, sessions), sends every other request
+// upstream in the 2026-07-28 form (the client's capabilities in _meta,
+// the version and routing headers) through the gateway's own walk, so
+// that every state is opened and sealed as for any client, and carries
+// out an input_required answer the way the older versions do: each input
+// request goes to the client as a request of the server's on the call's
+// SSE stream, the client's answers come back as POSTs, and the upstream
+// is retried with them and the requestState, round after round. A legacy
+// client never sees a requestState.
+//
+// Sessions need no store: the session id is the client's principal,
+// version, capabilities and expiry, sealed with the gateway's keyset
+// (bound to the principal and audience), so any instance serves any
+// request of a session. A call waiting for the client's answers is held
+// by the instance that sent the input requests: an answer that reaches
+// another instance is refused with a clear error, so route a session's
+// requests to one instance (docs/GATEWAY.md, "Clients of the 2025
+// protocols").
+//
+// The bridge is the gateway's one seam for those clients (bridge*.go):
+// a request that does not say 2026-07-28 in its MCP-Protocol-Version
+// header goes to it, and a 2026-07-28 request walks as it always has.
+type Bridge struct {
+	// Audience is bound into every session id; it must be the States'
+	// audience (cmd/sealgate's -audience).
+	Audience string
+	// SessionTTL is a session's lifetime; 0 means an hour. The keyset's
+	// maximum TTL caps it. A request with an expired session id gets 404,
+	// and the client starts a new session.
+	SessionTTL time.Duration
+	// AnswerTimeout ends a call whose client has not answered every input
+	// request of a round within it: the client gets an error and nothing
+	// more goes upstream. 0 means 5 minutes.
+	AnswerTimeout time.Duration
+	// MaxRounds bounds the input_required answers one call may go
+	// through; past it the call ends with an error. 0 means 8.
+	MaxRounds int
+	// MaxInputRequests bounds the input requests of one round; 0 means 16.
+	MaxInputRequests int
+	// MaxPending and MaxPendingPerPrincipal bound the calls waiting for
+	// a client's answers, on this instance and per principal: past
+	// either, a call that needs input gets 503 before it is sent
+	// upstream. 0 means 10,000 and 100.
+	MaxPending, MaxPendingPerPrincipal int
+
+	once     sync.Once
+	instance string // this bridge's id in the input request ids it makes
+	pending  pendingCalls
+}
+
+// Bridge defaults.
+const (
+	DefaultSessionTTL       = time.Hour
+	DefaultAnswerTimeout    = 5 * time.Minute
+	DefaultMaxRounds        = 8
+	DefaultMaxInputRequests = 16
+	DefaultMaxPending       = 10000
+	DefaultMaxPendingPer    = 100
+)
+
+// The versions the bridge serves, newest first: an initialize asking for
+// another is answered with the newest (the client then decides).
+var bridgeVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+func (b *Bridge) init() {
+	b.once.Do(func() {
+		var id [6]byte
+		rand.Read(id[:])
+		b.instance = hex.EncodeToString(id[:])
+		b.pending.init()
+		if b.SessionTTL <= 0 {
+			b.SessionTTL = DefaultSessionTTL
+		}
+		if b.AnswerTimeout <= 0 {
+			b.AnswerTimeout = DefaultAnswerTimeout
+		}
+		if b.MaxRounds <= 0 {
+			b.MaxRounds = DefaultMaxRounds
+		}
+		if b.MaxInputRequests <= 0 {
+			b.MaxInputRequests = DefaultMaxInputRequests
+		}
+		if b.MaxPending <= 0 {
+			b.MaxPending = DefaultMaxPending
+		}
+		if b.MaxPendingPerPrincipal <= 0 {
+			b.MaxPendingPerPrincipal = DefaultMaxPendingPer
+		}
+	})
+}
+
+// Pending is the number of calls waiting for a client's answers.
+func (b *Bridge) Pending() int {
+	b.init()
+	return b.pending.len()
+}
+
+// bridged reports whether r is for the bridge: the gateway has one, and
+// r does not say 2026-07-28 (a 2025 client sends its negotiated version
+// after initialize, and no header with it; 2026-07-28 has no initialize).
+func (g *Gateway) bridged(r *http.Request) bool {
+	return g.Bridge != nil && r.Header.Get(headerVersion) != version2026 && !g.passThrough(r)
+}
