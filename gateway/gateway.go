@@ -135,8 +135,7 @@ type Gateway struct {
 	fresh     http.RoundTripper // transport without keep-alives, for single-use requests
 	ups       []upstreamState   // one per Upstreams
 	known     map[string]bool   // KnownTargets
-	hosts     allowList         // AllowedHosts
-	origins   allowList         // AllowedOrigins
+	origin    originCheck       // AllowedHosts, AllowedOrigins
 	// inFlight and respInFlight are the bytes of request and response
 	// body buffers held now.
 	inFlight, respInFlight atomic.Int64
@@ -183,8 +182,8 @@ func (g *Gateway) init() {
 		for _, t := range g.KnownTargets {
 			g.known[t] = true
 		}
-		g.hosts = newAllowList(g.AllowedHosts, hostEntry)
-		g.origins = newAllowList(g.AllowedOrigins, originEntry)
+		g.origin.hosts = newAllowList(g.AllowedHosts, hostEntry)
+		g.origin.origins = newAllowList(g.AllowedOrigins, originEntry)
 	})
 }
 

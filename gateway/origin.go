@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,28 +20,41 @@ import (
 // gateway checks both before anything else, on every path, for every
 // protocol version.
 
-// errOrigin is the prefix of a refusal for Host or Origin.
-var errOrigin = errors.New("not allowed here")
-
 // admitOrigin refuses a request, with 403, whose Host the gateway does
 // not serve or whose Origin it does not allow (Gateway.AllowedHosts,
-// Gateway.AllowedOrigins); nil admits it.
+// Gateway.AllowedOrigins); nil admits it. A refusal is logged at most
+// once a second: an attack, or a name the operator has to list.
 func (g *Gateway) admitOrigin(r *http.Request) *framingError {
+	err := g.origin.admit(r)
+	if err != nil && g.origin.log.allow() {
+		g.logger().Warn("gateway: refused a request for its Host or Origin: a web page's, or a name or origin to list in AllowedHosts or AllowedOrigins (sealgate -allowed-hosts, -allowed-origins)", "err", err.msg)
+	}
+	return err
+}
+
+// originCheck is what the gateway reads of AllowedHosts and
+// AllowedOrigins (set once, by init), and the log of its refusals.
+type originCheck struct {
+	hosts, origins allowList
+	log            everySecond
+}
+
+func (c *originCheck) admit(r *http.Request) *framingError {
 	local := arrivedOnLoopback(r)
-	ok := true // any host, without a list on another address than loopback
-	if host, read := hostName(r.Host); !g.hosts.any {
+	ok := true // any host, without a list, on another address than loopback
+	if host, read := hostName(r.Host); !c.hosts.any {
 		switch {
-		case g.hosts.names != nil:
-			ok = read && g.hosts.names[host]
+		case c.hosts.names != nil:
+			ok = read && c.hosts.names[host]
 		case local:
 			ok = read && loopbackName(host)
 		}
 	}
 	if !ok {
-		return refuseFraming(http.StatusForbidden, "Host %q %v (a web page's name rebound to this address?): list the names clients use in AllowedHosts (sealgate -allowed-hosts)", short(r.Host), errOrigin)
+		return refuseFraming(http.StatusForbidden, "Host %q is not allowed here (a web page whose name was rebound to this address?)", short(r.Host))
 	}
 	vals := r.Header["Origin"]
-	if len(vals) == 0 || len(vals) == 1 && vals[0] == "" || g.origins.any {
+	if len(vals) == 0 || len(vals) == 1 && vals[0] == "" || c.origins.any {
 		// No Origin: not a browser's request (every browser sends one
 		// with a POST, and with any request a page makes of another
 		// origin), and the Host check stands.
@@ -54,15 +66,15 @@ func (g *Gateway) admitOrigin(r *http.Request) *framingError {
 	o, ok := parseOrigin(vals[0])
 	switch {
 	case !ok:
-	case g.origins.names != nil:
-		ok = g.origins.names[o.String()]
+	case c.origins.names != nil:
+		ok = c.origins.names[o.String()]
 	case local:
 		ok = (o.scheme == "http" || o.scheme == "https") && loopbackName(o.host)
 	default:
 		ok = false
 	}
 	if !ok {
-		return refuseFraming(http.StatusForbidden, "Origin %q %v: list the web origins whose pages may call the gateway in AllowedOrigins (sealgate -allowed-origins)", short(vals[0]), errOrigin)
+		return refuseFraming(http.StatusForbidden, "Origin %q is not allowed here: no page of that origin may call this gateway", short(vals[0]))
 	}
 	return nil
 }

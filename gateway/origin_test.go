@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -158,7 +159,9 @@ func TestDNSRebinding(t *testing.T) {
 // TestAllowedHostsAndOrigins: lists replace the defaults, loopback
 // names included; "*" allows any.
 func TestAllowedHostsAndOrigins(t *testing.T) {
+	logs := &testkit.Buffer{}
 	f := newFixture(t, emptyReply, func(g *Gateway, _ *mrtr.Options) {
+		g.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		g.AllowedHosts = []string{"mcp.example.com", "[::1]", "not a name", "host:443"}
 		g.AllowedOrigins = []string{"https://app.example.com", "http://localhost:6274", "null"}
 	})
@@ -193,6 +196,12 @@ func TestAllowedHostsAndOrigins(t *testing.T) {
 		if got := try(c.host, c.origin); got != c.want {
 			t.Errorf("Host %q, Origin %q: got %d, want %d", c.host, c.origin, got, c.want)
 		}
+	}
+
+	// Ten refusals in a moment: one line (at most one a second), naming
+	// the refused header.
+	if n := strings.Count(logs.String(), "refused a request for its Host or Origin"); n < 1 || n > 2 || !strings.Contains(logs.String(), "is not allowed here") {
+		t.Fatalf("%d log lines:\n%s", n, logs)
 	}
 
 	wild := newFixture(t, emptyReply, func(g *Gateway, _ *mrtr.Options) { g.AllowedHosts, g.AllowedOrigins = []string{"*"}, []string{"*"} })
