@@ -42,8 +42,9 @@ type Gateway struct {
 	// "*" for any: a request naming another gets 403 (-32600) and the
 	// upstream never sees it, whatever its path and method (origin.go).
 	// Empty, a request that reached the server on a loopback address
-	// (http.LocalAddrContextKey; or with none, on no TCP address) must
-	// name localhost or a loopback IP address, and one that reached it
+	// (its http.LocalAddrContextKey; one without a TCP address there is
+	// held to the same rule) must name localhost or a loopback IP
+	// address, and one that reached it
 	// on another address may name any host: a web page whose name an
 	// attacker rebinds to 127.0.0.1 cannot reach the gateway from the
 	// user's browser, and a gateway on 0.0.0.0 serves whatever names
