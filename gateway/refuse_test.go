@@ -353,7 +353,7 @@ func TestSlowBody(t *testing.T) {
 	}
 	defer conn.Close()
 	body := []byte(forged)
-	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n")
+	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n")
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -399,7 +399,7 @@ func TestRequestTrailers(t *testing.T) {
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(10 * time.Second))
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book"}}`
-		io.WriteString(conn, "POST "+path+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"+declare+"\r\n"+
+		io.WriteString(conn, "POST "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"+declare+"\r\n"+
 			strconv.FormatInt(int64(len(body)), 16)+"\r\n"+body+"\r\n0\r\nX-Forwarded-User: admin\r\nContent-Encoding: gzip\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {

@@ -46,7 +46,7 @@ func TestResponseBudget(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		c.SetDeadline(time.Now().Add(60 * time.Second))
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"report"}}`
-		io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 		return c
 	}
 	var slow []net.Conn
@@ -114,7 +114,7 @@ func TestSealedCopyCounted(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		testkit.Check(c.SetDeadline(time.Now().Add(60 * time.Second)))
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `"}}`
-		testkit.Must(io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+headerVersion+": "+version2026+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body))
+		testkit.Must(io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+headerVersion+": "+version2026+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body))
 		return c
 	}
 	slow := send("ask")

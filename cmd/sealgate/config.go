@@ -66,6 +66,7 @@ type Config struct {
 	MaxConnections                                    int
 	MaxHeaderBytes                                    int
 	PassThrough                                       string // paths, comma-separated
+	AllowedHosts, AllowedOrigins                      string // comma-separated
 
 	LogLevel, LogFormat string
 
@@ -124,6 +125,8 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxConnections, "max-connections", 4096, "client connections served at once; more wait to be accepted (0: no cap)")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block a client may send (net/http's default is 1 MiB, which 4096 connections make 4 GiB no body budget counts)")
 	fs.StringVar(&c.PassThrough, "passthrough", "", "paths carrying no MCP traffic (OAuth metadata, say), comma-separated: requests for exactly these go upstream unread, with any method and body")
+	fs.StringVar(&c.AllowedHosts, "allowed-hosts", "", "host names a request's Host may name, comma-separated (any port; * for any); another gets 403. Default: on a connection to a loopback address (every one with the default -listen) localhost and loopback IP addresses only, so that no web page whose name an attacker rebinds to 127.0.0.1 reaches the gateway; on a connection to another address, any")
+	fs.StringVar(&c.AllowedOrigins, "allowed-origins", "", "web origins whose pages may call the gateway, scheme://host[:port] comma-separated (* for any); a request with another Origin header gets 403, one without (not a browser's) passes. Default: on a connection to a loopback address, pages served from loopback (http://localhost:6274, say); on another, none")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, time for requests in flight to finish: longer than the slowest single-use tool, and shorter than the orchestrator's grace period (Kubernetes terminationGracePeriodSeconds)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or text")
@@ -269,6 +272,16 @@ func (c *Config) check() error {
 	for _, p := range splitList(c.PassThrough) {
 		if err := gateway.CheckPassThrough(p); err != nil {
 			errs = append(errs, fmt.Errorf("-passthrough: %w", err))
+		}
+	}
+	for _, h := range splitList(c.AllowedHosts) {
+		if err := gateway.CheckAllowedHost(h); err != nil {
+			errs = append(errs, fmt.Errorf("-allowed-hosts: %w", err))
+		}
+	}
+	for _, o := range splitList(c.AllowedOrigins) {
+		if err := gateway.CheckAllowedOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("-allowed-origins: %w", err))
 		}
 	}
 	if c.ReadHeaderTimeout <= 0 || c.ClientIdleTimeout <= 0 || c.BodyTimeout < 0 || c.MaxConnections < 0 {

@@ -37,11 +37,11 @@ func TestClientConnections(t *testing.T) {
 
 	// Slow headers (slowloris): held, each, until the header timeout.
 	slow1, slow2 := dial(), dial()
-	io.WriteString(slow1, "POST /mcp HTTP/1.1\r\nHost: x\r\n")
-	io.WriteString(slow2, "POST /mcp HTTP/1.1\r\nHost: x\r\n")
+	io.WriteString(slow1, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	io.WriteString(slow2, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
 	// A third, complete request waits for a slot.
 	third := dial()
-	io.WriteString(third, "GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(third, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	c1 := make(chan time.Time, 1)
 	go func() { c1 <- closed(slow1) }()
 	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
@@ -60,7 +60,7 @@ func TestClientConnections(t *testing.T) {
 
 	// An idle keep-alive connection is closed at the idle timeout.
 	idle := dial()
-	io.WriteString(idle, "GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(idle, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	br := bufio.NewReader(idle)
 	resp, err = http.ReadResponse(br, nil)
 	if err != nil {
@@ -87,7 +87,7 @@ func TestIdleConnectionsAtCap(t *testing.T) {
 	waitFor(t, "readiness", r.ready)
 	host := strings.TrimPrefix(r.proxy, "http://")
 	get := func(c net.Conn, br *bufio.Reader) error {
-		io.WriteString(c, "GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+		io.WriteString(c, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			return err

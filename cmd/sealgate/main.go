@@ -185,7 +185,7 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 		mux.HandleFunc("GET /healthz", h.healthz)
 		mux.HandleFunc("GET /readyz", h.readyz)
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		admin := &http.Server{Handler: loopbackHosts(mux), ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, admin)
 		log.Info("sealgate: admin endpoints", "addr", "http://"+aln.Addr().String())
 		go func() { errc <- serve(admin, aln, false) }()
@@ -195,6 +195,11 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 		scheme = "https"
 	}
 	log.Info("sealgate: proxying", "addr", scheme+"://"+ln.Addr().String(), "upstreams", redactList(c.Upstream), "principal", c.Principal)
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && c.AllowedHosts == "" {
+		// Not refused: the names a fleet's clients use are not known
+		// here. But who may reach the gateway must not go unsaid.
+		log.Info("sealgate: -listen is not loopback and no -allowed-hosts: a request to a loopback address must name localhost or a loopback IP, one to another address any host (list the names clients use in -allowed-hosts); a browser's request (one with an Origin) to another address is refused unless -allowed-origins lists its origin (docs/GATEWAY.md, \"Host and Origin\")")
+	}
 	go func() { errc <- serve(srv, ln, tlsConf != nil) }()
 
 	// The keyset loads in the background, retried until it does: until
@@ -239,6 +244,29 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	return nil
 }
 
+// loopbackHosts refuses, with 403, a request that reached the admin
+// listener on a loopback address but names another host than localhost
+// or a loopback IP: a web page whose name an attacker rebinds to
+// 127.0.0.1 would read /healthz and /metrics from the user's browser.
+// A probe or scraper of another machine reaches it on another address,
+// with whatever name it uses.
+func loopbackHosts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+		host := r.Host
+		if hp, _, err := net.SplitHostPort(host); err == nil {
+			host = hp
+		} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			host = host[1 : len(host)-1]
+		}
+		if (!ok || a.IP.IsLoopback()) && !loopback.Host(strings.TrimSuffix(host, ".")) {
+			http.Error(w, "sealgate: Host not allowed on a loopback address", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func serve(s *http.Server, ln net.Listener, tls bool) error {
 	var err error
 	if tls {
@@ -266,6 +294,8 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 		IdleTimeout:              c.IdleTimeout,
 		BodyTimeout:              c.BodyTimeout,
 		PassThrough:              splitList(c.PassThrough),
+		AllowedHosts:             splitList(c.AllowedHosts),
+		AllowedOrigins:           splitList(c.AllowedOrigins),
 		Logger:                   log,
 	}
 	if c.Bridge {

@@ -53,7 +53,7 @@ func main() {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
-			fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
@@ -74,7 +74,7 @@ func main() {
 			panic(err)
 		}
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"report"}}`
-		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		conns = append(conns, c)
 	}
 	time.Sleep(3 * time.Second) // let every answer be read and held
