@@ -47,8 +47,17 @@ type Negotiation = 'auto' | 'pin' | 'default';
 async function call(url: string, tool: string, n: number, negotiation: Negotiation = 'auto'): Promise<string> {
     const versionNegotiation =
         negotiation === 'auto' ? { mode: 'auto' as const } : negotiation === 'pin' ? { mode: { pin: '2026-07-28' } } : undefined;
-    const client = new Client({ name: 'stateseal-clients', version: '1' }, { capabilities: { elicitation: {} }, versionNegotiation });
+    const client = new Client(
+        { name: 'stateseal-clients', version: '1' },
+        { capabilities: { elicitation: {}, sampling: {}, roots: {} }, versionNegotiation }
+    );
     client.setRequestHandler('elicitation/create', async request => ({ action: 'accept' as const, content: answer(request.params) }));
+    client.setRequestHandler('sampling/createMessage', async () => ({
+        role: 'assistant' as const,
+        model: 'm',
+        content: { type: 'text' as const, text: 'Hi' }
+    }));
+    client.setRequestHandler('roots/list', async () => ({ roots: [{ uri: 'file:///r', name: 'r' }] }));
     const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: rewritingFetch });
     await client.connect(transport);
     try {
@@ -107,4 +116,10 @@ for (const t of config.targets) {
     await run(t.name, 'unavailable', () => call(t.unavailable, 'fleet_pay', 8));
     await run(t.name, 'pinned', () => call(t.url, 'fleet_flow', 1, 'pin'));
     await run(t.name, 'default_protocol', () => call(t.url, 'fleet_flow', 1, 'default'));
+    // Every input-required fixture at the SDK's default protocol
+    // (2025-11-25): through sealgate's bridge, each completes.
+    for (const f of ['elicitation', 'request_state', 'multi_round', 'sampling', 'list_roots', 'multiple_inputs', 'tampered_state']) {
+        await run(t.name, `default_${f}`, () => call(t.url, `test_input_required_result_${f}`, 0, 'default'));
+    }
+    await run(t.name, 'default_fleet_pay', () => call(t.url, 'fleet_pay', 9, 'default'));
 }
