@@ -69,12 +69,12 @@ go test ./scan/internal/wire -run '^$' -fuzz '^FuzzRead$' -fuzztime "$FUZZTIME"
 echo "== benchmarks, one iteration each"
 (cd bench && go test -run '^$' -bench . -benchtime 1x -benchmem)
 
-echo "== MCP conformance: input-required scenarios against examples/mcpserver, the TypeScript SDK's server, and both behind sealgate"
+echo "== MCP conformance: input-required scenarios against examples/mcpserver, the TypeScript SDK's server, and both behind sealgate; every 2026-07-28 server scenario against examples/mcpserver, directly and behind sealgate"
 # It must leave no server behind: the servers it started are looked for
 # after it ends.
 servers='/mcpserver -|/sealgate -upstream|ts-server/server\.ts'
 before=$(pgrep -f "$servers" | sort || true)
-bash conformance/run.sh sdk sdk-gateway ts ts-gateway
+bash conformance/run.sh sdk sdk-gateway ts ts-gateway sdk-full sdk-gateway-full
 left=$(comm -13 <(echo "$before") <(pgrep -f "$servers" | sort || true))
 if [ -n "$left" ]; then
 	echo "conformance/run.sh left servers running:"; ps -o pid,args -p "$(echo $left | tr " " ,)"; exit 1

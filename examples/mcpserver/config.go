@@ -89,9 +89,7 @@ func (c config) serve(ring *keyring.Ring, g replay.Guard, m mrtr.Metrics) (http.
 		return nil, err
 	}
 	if c.noSeal {
-		server = mcp.NewServer(&mcp.Implementation{Name: "stateseal-example", Version: "1.0.0"}, nil)
-		addFixtures(server)
-		addFleetTools(server)
+		server = fixtureServer()
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },

@@ -1,7 +1,9 @@
 // Command mcpserver is an MCP server (go-sdk, Streamable HTTP, stateless)
 // whose requestState is sealed by stateseal. It implements the fixtures
-// the official conformance suite's input-required scenarios call, with
-// real sealing, and is the server CI runs the suite against.
+// of every server scenario of the official conformance suite, each in its
+// stateless form, the input-required ones with real sealing, and is the
+// server CI runs the suite against (directly, and with -no-seal behind
+// sealgate).
 //
 //	sealctl init                     # keyset.json + stateseal.kek
 //	go run ./examples/mcpserver -keyset keyset.json -addr 127.0.0.1:8080
@@ -117,13 +119,26 @@ func newHandler(ring *keyring.Ring, audience string) (http.Handler, error) {
 // newServer builds the MCP server with the sealing middleware and the
 // conformance fixtures.
 func newServer(sealer *seal.Sealer, o *mcpsdk.Options) (*mcp.Server, error) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "stateseal-example", Version: "1.0.0"}, nil)
 	a, err := mcpsdk.New(sealer, o)
 	if err != nil {
 		return nil, fmt.Errorf("stateseal middleware: %w", err)
 	}
+	server := fixtureServer()
 	server.AddReceivingMiddleware(a.Middleware())
-	addFixtures(server)
-	addFleetTools(server)
 	return server, nil
+}
+
+// fixtureServer returns the MCP server with every fixture and no
+// middleware: the input-required ones (fixtures.go), the fleet's, and the
+// rest of the conformance suite's (suite_*.go).
+func fixtureServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "stateseal-example", Version: "1.0.0"},
+		&mcp.ServerOptions{CompletionHandler: complete, SubscribeHandler: subscribe, UnsubscribeHandler: unsubscribe})
+	addFixtures(s)
+	addFleetTools(s)
+	addSuiteTools(s)
+	addSuiteInputTools(s)
+	addSuiteResources(s)
+	addSuitePrompts(s)
+	return s
 }
