@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -26,7 +27,8 @@ import (
 // (bound to the principal and audience), so any instance serves any
 // request of a session. A call waiting for the client's answers is held
 // by the instance that sent the input requests: an answer that reaches
-// another instance is refused with a clear error, so route a session's
+// another instance reaches it through Relay (Redis, in a fleet), or is
+// refused with a clear error: without a Relay, route a session's
 // requests to one instance (docs/GATEWAY.md, "Clients of the 2025
 // protocols").
 //
@@ -55,8 +57,15 @@ type Bridge struct {
 	// either, a call that needs input gets 503 before it is sent
 	// upstream. 0 means 10,000 and 100.
 	MaxPending, MaxPendingPerPrincipal int
+	// Relay, if set, carries an answer that reaches this instance to
+	// the one holding its call. nil: such an answer is refused (404).
+	Relay Relay
+	// Logger receives why relayed answers cannot be received; nil means
+	// slog.Default().
+	Logger *slog.Logger
 
-	once     sync.Once
+	once      sync.Once
+	stopRelay func()
 	instance string // this bridge's id in the input request ids it makes
 	pending  pendingCalls
 }
@@ -81,6 +90,11 @@ func (b *Bridge) init() {
 		rand.Read(id[:])
 		b.instance = hex.EncodeToString(id[:])
 		b.pending.init()
+		if err := b.listen(); err != nil {
+			// Answers relayed here are refused (no listener: the
+			// sender is told the holder is gone); the rest works.
+			b.logger().Error("sealgate bridge: cannot receive relayed answers", "err", err)
+		}
 		if b.SessionTTL <= 0 {
 			b.SessionTTL = DefaultSessionTTL
 		}
@@ -100,6 +114,13 @@ func (b *Bridge) init() {
 			b.MaxPendingPerPrincipal = DefaultMaxPendingPer
 		}
 	})
+}
+
+func (b *Bridge) logger() *slog.Logger {
+	if b.Logger != nil {
+		return b.Logger
+	}
+	return slog.Default()
 }
 
 // Pending is the number of calls waiting for a client's answers.

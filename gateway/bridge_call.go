@@ -217,7 +217,7 @@ func targetOf(method string, params map[string]jsontext.Value) string {
 // takeAnswer takes a client's answer to an input request: 202 once it
 // reaches the call that waits for it; else a clear error, and nothing
 // changes.
-func (b *Bridge) takeAnswer(w http.ResponseWriter, s *session, m *legacyMessage) {
+func (b *Bridge) takeAnswer(w http.ResponseWriter, r *http.Request, s *session, m *legacyMessage) {
 	var id string
 	err := errAnswerUnknown
 	if json.Unmarshal(m.ID, &id) == nil {
@@ -232,11 +232,20 @@ func (b *Bridge) takeAnswer(w http.ResponseWriter, s *session, m *legacyMessage)
 			return
 		}
 		err = b.pending.take(id, s.Nonce, s.principal, a)
+		if err == errAnswerUnknown {
+			err = b.relay(context.WithoutCancel(r.Context()), id, s, a)
+		}
 	}
 	if err != nil {
 		status := http.StatusNotFound
-		if err == errAnswerForeign {
+		switch {
+		case err == errAnswerForeign:
 			status = http.StatusForbidden
+		case err != errAnswerUnknown && err != ErrRelayGone:
+			// The holder could not be reached in time: the answer may
+			// have been taken; a retry is told which.
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "1")
 		}
 		writeJSON(w, status, errorMessage(nil, rpcError{Code: codeInvalidRequest, Message: err.Error()}))
 		return

@@ -89,7 +89,7 @@ func (g *Gateway) serveBridge(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case m.isResponse():
-		b.takeAnswer(w, s, &m)
+		b.takeAnswer(w, r, s, &m)
 	case len(m.ID) == 0 && m.Method != "":
 		g.bridgeNotification(w, s, &m)
 	case m.Method == "ping":

@@ -49,6 +49,7 @@ type Config struct {
 	BridgeSessionTTL, BridgeAnswerTimeout time.Duration
 	BridgeMaxRounds, BridgeMaxPending     int
 	BridgeMaxPendingPerPrincipal          int
+	BridgeRedis                           string // redis:// URL carrying answers between instances; "" means -replay's, if Redis
 
 	DefaultTTL time.Duration
 	TTL        string // tool=duration,...
@@ -106,6 +107,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BridgeMaxRounds, "bridge-max-rounds", gateway.DefaultMaxRounds, "input_required answers one bridged call may go through (an upstream that asks forever is cut there)")
 	fs.IntVar(&c.BridgeMaxPending, "bridge-max-pending", gateway.DefaultMaxPending, "bridged calls that may wait for their clients' answers at once on this instance (past it: 503)")
 	fs.IntVar(&c.BridgeMaxPendingPerPrincipal, "bridge-max-pending-per-principal", gateway.DefaultMaxPendingPer, "the same, per principal")
+	fs.StringVar(&c.BridgeRedis, "bridge-redis", "", "a redis:// URL through which an answer to a bridged input request reaches the instance that holds its call, whichever instance the balancer sends it to (empty: -replay's Redis if it is one; none: answers reach only the instance that got them, so route sessions stickily; \"off\": none even with a Redis -replay)")
 	fs.BoolVar(&c.BindSession, "bind-session", true, "bind states to the Mcp-Session-Id header when a request has one (a stateful upstream)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", 0, "lifetime of a state (0: 10 minutes); the keyset's maximum caps it")
 	fs.StringVar(&c.TTL, "ttl", "", "per-target lifetimes: name=duration,... (a tool or prompt name, a resource URI); a state is still accepted for the keyset's skew after it (30 s by default: tool=2s is refused after 2 s plus the skew)")

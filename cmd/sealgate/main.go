@@ -49,6 +49,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/stateseal/stateseal/gateway"
+	"github.com/stateseal/stateseal/gateway/redisrelay"
 	"github.com/stateseal/stateseal/internal/loopback"
 	"github.com/stateseal/stateseal/keyring"
 	"github.com/stateseal/stateseal/keyset"
@@ -216,6 +217,9 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 	case <-ctx.Done():
 	}
 	shutting.Store(true)
+	if g.Bridge != nil {
+		defer g.Bridge.Close()
+	}
 	log.Info("sealgate: shutting down", "timeout", c.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
@@ -300,7 +304,18 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 	}
 	if c.Bridge {
 		g.Bridge = &gateway.Bridge{Audience: c.Audience, SessionTTL: c.BridgeSessionTTL, AnswerTimeout: c.BridgeAnswerTimeout,
-			MaxRounds: c.BridgeMaxRounds, MaxPending: c.BridgeMaxPending, MaxPendingPerPrincipal: c.BridgeMaxPendingPerPrincipal}
+			MaxRounds: c.BridgeMaxRounds, MaxPending: c.BridgeMaxPending, MaxPendingPerPrincipal: c.BridgeMaxPendingPerPrincipal, Logger: log}
+		where := c.BridgeRedis
+		if where == "" && (strings.HasPrefix(c.Replay, redis.Scheme+"://") || strings.HasPrefix(c.Replay, redis.SchemeTLS+"://")) {
+			where, _, _ = redisguard.SplitURL(c.Replay)
+		}
+		if where != "" && where != "off" {
+			client, err := redis.NewClient(where)
+			if err != nil {
+				return nil, fmt.Errorf("-bridge-redis: %w", err)
+			}
+			g.Bridge.Relay = redisrelay.New(client)
+		}
 	}
 	for _, s := range splitList(c.Upstream) {
 		u, err := url.Parse(s)

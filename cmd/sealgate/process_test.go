@@ -54,6 +54,7 @@ func servePay(ledger, addr string) {
 	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var msg struct {
 			ID     json.RawMessage
+			Method string
 			Params struct {
 				RequestState string
 				Arguments    struct {
@@ -66,6 +67,9 @@ func servePay(ledger, addr string) {
 		}
 		testkit.Check(json.NewDecoder(r.Body).Decode(&msg))
 		res := `{"resultType":"input_required","inputRequests":{"ok":{"method":"elicitation/create","params":{"message":"Pay?"}}},"requestState":"pay:` + rand.Text() + `"}`
+		if msg.Method == "server/discover" { // what sealgate's bridge asks for a 2025 client's initialize
+			res = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"serverInfo":{"name":"pay","version":"1"}}`
+		}
 		if s := msg.Params.RequestState; s != "" {
 			if msg.Params.Arguments.MS > 0 {
 				testkit.Check(os.WriteFile(ledger+".running", []byte(s), 0o644))
