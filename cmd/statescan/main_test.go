@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -393,4 +394,81 @@ func shellWords(s string, env map[string]string) ([]string, error) {
 		words = append(words, w.String())
 	}
 	return words, nil
+}
+
+// TestChecksAgree: each check's severity and spec sentence read the same
+// in docs/SCAN.md's table, -list and the SARIF rule, so that a reader of
+// any one of them is told what the others say. A check that never fails
+// (an observation) is info everywhere and carries no security-severity.
+func TestChecksAgree(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "SCAN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "\n## The checks\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := map[string][]string{}
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 5 {
+			t.Fatalf("a row of %d cells, want 5: %s", len(cells), line)
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows[strings.Trim(cells[0], "`")] = cells
+	}
+	var list bytes.Buffer
+	if code := run(context.Background(), []string{"-list"}, &list, io.Discard); code != 0 {
+		t.Fatalf("-list: exit %d", code)
+	}
+	rules := map[string]sarifRule{}
+	for _, r := range sarif(&scan.Report{}, "").Runs[0].Tool.Driver.Rules {
+		rules[r.ID] = r
+	}
+	for _, c := range scan.Checks {
+		row, ok := rows[c.ID]
+		if !ok {
+			t.Errorf("%s: no row in docs/SCAN.md's table", c.ID)
+			continue
+		}
+		delete(rows, c.ID)
+		if sev, _, _ := strings.Cut(row[1], " "); sev != string(c.Severity) {
+			t.Errorf("%s: docs/SCAN.md says severity %q, scan.Checks %q", c.ID, row[1], c.Severity)
+		}
+		// The spec's source, up to its first colon: "req. 4",
+		// "req. 5, warning", "Error Handling", "none".
+		source, _, _ := strings.Cut(c.Spec, ":")
+		if !strings.HasPrefix(row[4], source) {
+			t.Errorf("%s: docs/SCAN.md's spec %q does not start with %q (scan.Checks: %s)", c.ID, row[4], source, c.Spec)
+		}
+		if want := fmt.Sprintf("%s (%s)\n  sends: %s\n  spec:  %s\n", c.ID, c.Severity, c.Sends, c.Spec); !strings.Contains(list.String(), want) {
+			t.Errorf("-list lacks %q", want)
+		}
+		if c.ID == "baseline" {
+			continue
+		}
+		r, ok := rules[c.ID]
+		if !ok {
+			t.Errorf("%s: no SARIF rule", c.ID)
+			continue
+		}
+		_, scored := r.Properties["security-severity"]
+		if r.DefaultConfiguration.Level != level(c.Severity) || r.Properties["severity"] != string(c.Severity) || scored != (c.Severity != scan.None) {
+			t.Errorf("%s: SARIF rule level %q, properties %v; scan.Checks severity %q", c.ID, r.DefaultConfiguration.Level, r.Properties, c.Severity)
+		}
+		if source != "none" && !strings.Contains(r.FullDescription.Text, c.Spec) {
+			t.Errorf("%s: SARIF rule description %q lacks the spec %q", c.ID, r.FullDescription.Text, c.Spec)
+		}
+	}
+	for id := range rows {
+		t.Errorf("docs/SCAN.md has a row for %s, which is no check", id)
+	}
+	// distinct-errors is an observation: info in every form.
+	if c := rules["distinct-errors"]; c.DefaultConfiguration.Level != "none" || !strings.Contains(c.FullDescription.Text, "never a finding") {
+		t.Errorf("distinct-errors' SARIF rule: level %q, %q", c.DefaultConfiguration.Level, c.FullDescription.Text)
+	}
 }

@@ -114,6 +114,15 @@ func securitySeverity(s scan.Severity) string {
 	return "0.0"
 }
 
+// specText is a check's spec sentence with its source named, or, for an
+// observation no requirement backs, says so.
+func specText(spec string) string {
+	if rest, ok := strings.CutPrefix(spec, "none: "); ok {
+		return "No MCP 2026-07-28 requirement (an observation, never a finding): " + rest
+	}
+	return "MCP 2026-07-28, Multi Round-Trip Requests, " + spec
+}
+
 // location is the repository path a result points at: the URL's host
 // (a port as _PORT) and path.
 func location(target, given string) string {
@@ -155,7 +164,7 @@ func sarif(rep *scan.Report, loc string) *sarifLog {
 			ID:                   c.ID,
 			Name:                 c.ID,
 			ShortDescription:     sarifText{"statescan " + c.ID + ": sends " + c.Sends},
-			FullDescription:      sarifText{"MCP 2026-07-28, Multi Round-Trip Requests, " + c.Spec},
+			FullDescription:      sarifText{specText(c.Spec)},
 			Help:                 sarifText{"docs/SCAN.md, \"The checks\", row " + c.ID + ": what a fail proves and the fix. The spec sentence it tests: " + c.Spec},
 			DefaultConfiguration: sarifConfig{Level: level(c.Severity)},
 			Properties:           props,
