@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		asJSON                                                              = fs.Bool("json", false, "print the report as JSON")
 		dry                                                                 = fs.Bool("dry-run", false, "list what would be sent, and send nothing")
 		listChecks                                                          = fs.Bool("list", false, "list the checks: id, severity, what each sends, the spec sentence it tests")
+		showVersion                                                         = fs.Bool("version", false, "print statescan's version (as in the SARIF driver) and exit")
 	)
 	fs.Var(&tools, "tool", "a tool to scan, NAME or NAME={json arguments} (repeatable)")
 	fs.Var(&prompts, "prompt", "a prompt to scan, NAME or NAME={json arguments} (repeatable)")
@@ -85,6 +86,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "statescan", version())
+		return 0
 	}
 	if *listChecks {
 		for _, c := range scan.Checks {

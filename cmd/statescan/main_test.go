@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -470,5 +471,58 @@ func TestChecksAgree(t *testing.T) {
 	// distinct-errors is an observation: info in every form.
 	if c := rules["distinct-errors"]; c.DefaultConfiguration.Level != "none" || !strings.Contains(c.FullDescription.Text, "never a finding") {
 		t.Errorf("distinct-errors' SARIF rule: level %q, %q", c.DefaultConfiguration.Level, c.FullDescription.Text)
+	}
+}
+
+// TestVersion: the SARIF driver names statescan's own version, the one
+// -version prints and the Go toolchain recorded in the binary, not the
+// report's format version; the log stays valid SARIF 2.1.0.
+func TestVersion(t *testing.T) {
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{&debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261206204504-f79c5a1abc12+dirty"}}, "v0.0.0-20261206204504-f79c5a1abc12+dirty"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "f79c5a1"}, {Key: "vcs.modified", Value: "true"}}}, "devel-f79c5a1+dirty"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel"},
+		{nil, "devel"},
+	} {
+		if got := versionOf(tc.bi); got != tc.want {
+			t.Errorf("versionOf(%+v) = %q, want %q", tc.bi, got, tc.want)
+		}
+	}
+
+	bin := testkit.Build(t, "github.com/stateseal/stateseal/cmd/statescan")
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "statescan ")
+	if !ok || printed == "" {
+		t.Fatalf("-version printed %q", out)
+	}
+	// What the toolchain recorded: the module's version, unless a
+	// build in a checkout left it "(devel)".
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\tmod\t\S+\t(\S+)`).FindSubmatch(info)
+	if m == nil {
+		t.Fatalf("go version -m: no mod line:\n%s", info)
+	}
+	if recorded := string(m[1]); recorded != "(devel)" && printed != recorded {
+		t.Errorf("-version says %q, the binary records %q", printed, recorded)
+	}
+	file := filepath.Join(t.TempDir(), "statescan.sarif")
+	cmd := exec.Command(bin, "-sarif", file, "-url", "http://127.0.0.1:1/mcp", "-tool", "pay", "-timeout", "2s")
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 {
+		t.Fatalf("an unreachable server: %v, want exit 2", err)
+	}
+	log := validSARIF(t, sarifSchema(t), file)
+	driver := log["runs"].([]any)[0].(map[string]any)["tool"].(map[string]any)["driver"].(map[string]any)
+	if driver["version"] != printed || driver["version"] == fmt.Sprint(scan.ReportVersion) {
+		t.Errorf("SARIF driver version %v, want statescan's own, %q", driver["version"], printed)
 	}
 }

@@ -38,6 +38,7 @@ type sarifDriver struct {
 	Name           string      `json:"name"`
 	InformationURI string      `json:"informationUri"`
 	Version        string      `json:"version"`
+	SemVer         string      `json:"semanticVersion,omitempty"`
 	Rules          []sarifRule `json:"rules"`
 }
 
@@ -142,7 +143,11 @@ func sarif(rep *scan.Report, loc string) *sarifLog {
 		Tool: sarifTool{Driver: sarifDriver{
 			Name:           "statescan",
 			InformationURI: "https://github.com/stateseal/stateseal/blob/main/docs/SCAN.md",
-			Version:        "2",
+			// statescan's own version, so that a finding names the
+			// scanner that made it; the report format is SARIF's own
+			// version, 2.1.0, below.
+			Version: version(),
+			SemVer:  semver(version()),
 		}},
 		Invocations: []sarifInvocation{{ExecutionSuccessful: rep.Judged()}},
 		Results:     []sarifResult{},
