@@ -119,7 +119,7 @@ type Config struct {
 	// Checks limits the scan to these check ids (nil: all).
 	Checks []string
 	// Budget bounds the requests per target (default 100). A check that
-	// would exceed it is Skip.
+	// would exceed it is Skip, and counted in Report.OverBudget.
 	Budget int
 	// Rate bounds the requests per second per target (default 50).
 	Rate float64
@@ -166,6 +166,10 @@ type Finding struct {
 	Spec string `json:"-"`
 	// Requests is how many requests the check sent.
 	Requests int `json:"-"`
+	// OverBudget marks a Skip for want of requests: Config.Budget was
+	// spent before the check could run to its end (its Detail says
+	// "request budget spent"). Such a check tested nothing.
+	OverBudget bool `json:"-"`
 }
 
 // ReportVersion is the version of a Report's JSON form: 2 added the
@@ -243,6 +247,19 @@ func (r *Report) Failed() bool {
 		}
 	}
 	return false
+}
+
+// OverBudget counts the checks skipped because the request budget
+// (Config.Budget) was spent: a scan with any is incomplete, however few
+// it failed.
+func (r *Report) OverBudget() int {
+	n := 0
+	for _, c := range r.Checks {
+		if c.OverBudget {
+			n++
+		}
+	}
+	return n
 }
 
 // Judged reports whether some target's baseline completed, so that the

@@ -8,7 +8,8 @@
 //	    -single-use pay -move-to 'refund={"account":"A1","amount":5}' -expiry-wait 11m
 //
 // Exit status: 0 nothing failed, 1 a check failed, 2 a usage error, an
-// unreachable server, or no target whose honest flow completed; with
+// unreachable server, no target whose honest flow completed, or a check
+// skipped because the request budget was spent (-budget); with
 // -json or -sarif FILE a report is written in every case but a flag it
 // cannot read, with the reason when nothing was judged.
 // docs/SCAN.md describes every check.
@@ -218,14 +219,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !out.write(rep, true) {
 		return 2
 	}
+	if rep.OverBudget() > 0 {
+		fmt.Fprintln(stderr, "statescan:", overBudget(rep))
+	}
 	switch {
 	case rep.Failed():
 		return 1
 	case !rep.Judged():
 		fmt.Fprintln(stderr, "statescan: no target's honest flow completed: nothing was judged")
 		return 2
+	case rep.OverBudget() > 0:
+		// A check that ran out of requests tested nothing: exit 0
+		// would read as a clean bill for checks that never ran.
+		return 2
 	}
 	return 0
+}
+
+// overBudget says why a scan whose checks ran out of requests is
+// incomplete, and what to do.
+func overBudget(rep *scan.Report) string {
+	return fmt.Sprintf("incomplete: %d checks skipped because the request budget (-budget) was spent, so they tested nothing; raise -budget or narrow -checks", rep.OverBudget())
 }
 
 // outputs are where reports go: JSON on stdout (-json), SARIF to a file
@@ -344,6 +358,10 @@ func printTable(w io.Writer, rep *scan.Report) {
 			fmt.Fprintf(w, "  %s: %s\n", c.ID, c.Spec)
 		}
 	}
-	fmt.Fprintf(w, "%s: %d failed, %d passed, %d skipped, %d info; %d requests in %.1fs\n",
-		rep.Target, n[scan.Fail], n[scan.Pass], n[scan.Skip], n[scan.Info], rep.Requests, rep.Elapsed.Seconds())
+	starved := ""
+	if k := rep.OverBudget(); k > 0 {
+		starved = fmt.Sprintf(" (%d for want of budget)", k)
+	}
+	fmt.Fprintf(w, "%s: %d failed, %d passed, %d skipped%s, %d info; %d requests in %.1fs\n",
+		rep.Target, n[scan.Fail], n[scan.Pass], n[scan.Skip], starved, n[scan.Info], rep.Requests, rep.Elapsed.Seconds())
 }

@@ -526,3 +526,63 @@ func TestVersion(t *testing.T) {
 		t.Errorf("SARIF driver version %v, want statescan's own, %q", driver["version"], printed)
 	}
 }
+
+// TestOverBudget: a scan whose checks ran out of requests exits 2, not
+// 0: the skipped checks tested nothing. The JSON says which (judged, its
+// skips "request budget spent"), the SARIF run is not successful and
+// says why; a finding still exits 1, and the same scan with the
+// default budget exits 0.
+func TestOverBudget(t *testing.T) {
+	s := sarifSchema(t)
+	pay := []string{"-tool", `pay={"account":"A1","amount":5}`, "-H", "X-User: alice"}
+	for _, tc := range []struct {
+		name     string
+		hole     string
+		args     []string
+		code     int
+		starved  bool
+		complete bool
+	}{
+		{"starved", "none", []string{"-budget", "10"}, 2, true, false},
+		{"default budget", "none", nil, 0, false, true},
+		{"a finding first", "no-args-binding", []string{"-budget", "8", "-checks", "tamper,other-args,no-responses"}, 1, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "statescan.sarif")
+			var stdout, stderr bytes.Buffer
+			args := append(append([]string{"-json", "-sarif", file, "-url", startHole(t, tc.hole)}, pay...), tc.args...)
+			if code := run(context.Background(), args, &stdout, &stderr); code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr.String())
+			}
+			if got := strings.Contains(stderr.String(), "incomplete: "); got != tc.starved {
+				t.Errorf("stderr %q: want the incomplete note %v", stderr.String(), tc.starved)
+			}
+			var rep struct {
+				Judged bool
+				Checks []struct{ Result, Detail string }
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			starved := 0
+			for _, c := range rep.Checks {
+				if c.Result == "skip" && strings.Contains(c.Detail, "request budget spent") {
+					starved++
+				}
+			}
+			if !rep.Judged || (starved > 0) != tc.starved {
+				t.Errorf("judged %v, %d checks skipped for budget: %s", rep.Judged, starved, stdout.String())
+			}
+			inv := validSARIF(t, s, file)["runs"].([]any)[0].(map[string]any)["invocations"].([]any)[0].(map[string]any)
+			if inv["executionSuccessful"] != tc.complete {
+				t.Errorf("executionSuccessful %v, want %v", inv["executionSuccessful"], tc.complete)
+			}
+			if tc.starved {
+				note := inv["toolExecutionNotifications"].([]any)[0].(map[string]any)["message"].(map[string]any)["text"].(string)
+				if !strings.Contains(note, fmt.Sprintf("%d checks skipped because the request budget", starved)) {
+					t.Errorf("notification %q, want the %d checks the budget skipped", note, starved)
+				}
+			}
+		})
+	}
+}

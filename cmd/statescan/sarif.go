@@ -149,11 +149,15 @@ func sarif(rep *scan.Report, loc string) *sarifLog {
 			Version: version(),
 			SemVer:  semver(version()),
 		}},
-		Invocations: []sarifInvocation{{ExecutionSuccessful: rep.Judged()}},
+		// A scan whose checks ran out of requests did not do what it
+		// was asked: not a successful run, whatever it found.
+		Invocations: []sarifInvocation{{ExecutionSuccessful: rep.Judged() && rep.OverBudget() == 0}},
 		Results:     []sarifResult{},
 	}
 	if rep.Reason != "" {
 		run.Invocations[0].Notifications = []sarifNotification{{Level: "error", Message: sarifText{"nothing judged: " + rep.Reason}}}
+	} else if rep.OverBudget() > 0 {
+		run.Invocations[0].Notifications = []sarifNotification{{Level: "error", Message: sarifText{overBudget(rep)}}}
 	}
 	index := map[string]int{}
 	for _, c := range scan.Checks {
