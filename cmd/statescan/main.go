@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rate                                                                = fs.Float64("rate", 50, "most requests per second per target")
 		timeout                                                             = fs.Duration("timeout", 10*time.Second, "timeout of each request")
 		asJSON                                                              = fs.Bool("json", false, "print the report as JSON")
-		dry                                                                 = fs.Bool("dry-run", false, "list what would be sent, and send nothing")
+		dry                                                                 = fs.Bool("dry-run", false, "send nothing: print each target's first request and, for each check, what it sends and at most how many requests")
 		listChecks                                                          = fs.Bool("list", false, "list the checks: id, severity, what each sends, the spec sentence it tests")
 		showVersion                                                         = fs.Bool("version", false, "print statescan's version (as in the SARIF driver) and exit")
 	)
@@ -197,12 +197,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TOOL\tCHECK\tAT MOST\tSENDS")
 		total := 0
+		per := map[string]int{}
+		var order []string
 		for _, s := range steps {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Tool, s.Check, s.Requests, s.Sends)
 			total += s.Requests
+			if _, ok := per[s.Tool]; !ok {
+				order = append(order, s.Tool)
+			}
+			per[s.Tool] += s.Requests
 		}
 		tw.Flush()
-		fmt.Fprintf(stdout, "at most %d requests with two-round flows (budget %d per target); nothing sent\n", total, *budget)
+		b := *budget
+		if b == 0 {
+			b = 100 // scan's default
+		}
+		for _, tool := range order {
+			if per[tool] > b {
+				fmt.Fprintf(stdout, "%s: at most %d requests, over -budget %d: checks may skip for want of requests, and the scan then exits 2\n", tool, per[tool], b)
+			}
+		}
+		fmt.Fprintf(stdout, "at most %d requests with two-round flows (budget %d per target); nothing sent\n", total, b)
 		return 0
 	}
 	rep, err := scan.Run(ctx, c)
