@@ -10,13 +10,16 @@
 // requires that it completes: without that baseline every check of the
 // target is Skip, with the reason. Then each check starts a fresh flow
 // and sends one retry changed in one way; a completed result is an
-// acceptance, a JSON-RPC error, an isError result or a fresh
-// input_required a refusal. Checks lists every check with the spec
-// sentence it tests.
+// acceptance (whatever the HTTP status), every other answer a refusal (a
+// JSON-RPC error, an isError result, a fresh input_required, an HTTP
+// error or page without a JSON-RPC response), and no answer at all a
+// Skip. Checks lists every check with the spec sentence it tests.
 //
 // A scan executes the targets it is given, as a client would, several
 // times each: point it at staging, and at tools whose effects you can
-// afford. It calls nothing else (no tool discovery), sends nothing
+// afford. It sends only POSTs of tools/call, prompts/get and
+// resources/read to those targets: no initialize, no session, no tool
+// discovery (docs/SCAN.md, "What your server must serve"). It sends nothing
 // anywhere but Config.URL and Config.OtherURL (redirects are refused),
 // and keeps within a request budget and rate per target (replay-race's
 // copies of one retry go at once, in one slot of the rate). A report
