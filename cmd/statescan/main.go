@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sarifLoc                                                            = fs.String("sarif-location", "", "the repository path SARIF results point at (default: the URL's host and path, e.g. 127.0.0.1_8080/mcp)")
 		expiry                                                              = fs.Duration("expiry-wait", 0, "wait this long before the expired check's retry: longer than the server's state lifetime (0: skip expired)")
 		checks                                                              = fs.String("checks", "", "comma-separated check ids to run (default: all)")
-		budget                                                              = fs.Int("budget", 100, "most requests per target")
+		budget                                                              = fs.Int("budget", 100, "most requests per target (a check it stops is skipped, and the scan exits 2)")
 		rate                                                                = fs.Float64("rate", 50, "most requests per second per target")
 		timeout                                                             = fs.Duration("timeout", 10*time.Second, "timeout of each request")
 		asJSON                                                              = fs.Bool("json", false, "print the report as JSON")
