@@ -1,8 +1,10 @@
 package scan
 
-// A Check describes one check: its stable id, its severity when it fails,
-// what it sends, and the spec sentence it tests (MCP 2026-07-28, basic
-// patterns, "Multi Round-Trip Requests", server requirements).
+// A Check describes one check: its stable id, its severity when it fails
+// (None for an observation, which never fails), what it sends, and the
+// spec sentence it tests (MCP 2026-07-28, basic patterns, "Multi
+// Round-Trip Requests", server requirements; "none: ..." when no
+// requirement backs it).
 type Check struct {
 	ID       string
 	Severity Severity
@@ -20,6 +22,9 @@ const (
 	specOpaque    = `req. 3: requestState "is an opaque string meaningful only to the server" that passes through the client (Security Considerations): whatever it carries, every client can read unless it is encrypted`
 	specAttacker  = `req. 4: "servers MUST treat requestState as an attacker-controlled input"`
 	specUnasked   = `Error Handling: "If additional, unexpected parameters are provided in the InputResponses object, the server SHOULD ignore any information it does not recognize or need"; and req. 8: "Servers MUST NOT assume that clients will fulfill the inputRequests"`
+	// specNone is the spec column of an observation no requirement
+	// backs: such a check never fails, so its severity is None.
+	specNone = `none: the spec asks nothing of how a server words its refusals`
 )
 
 // Checks lists every check, in the order a scan runs them.
@@ -46,7 +51,10 @@ var Checks = []Check{
 	{"no-responses", High, "the state sent without inputResponses", specInputs},
 	{"declined", High, "the state sent with every elicitation declined", specInputs},
 	{"unasked-answers", High, "a first call, without requestState, carrying the answers of the honest flow's last round", specUnasked},
-	{"distinct-errors", Low, "nothing: compares the refusals of tamper, truncate, extend, short-tag, forge-plaintext and other-*; different ones tell an attacker which check failed (Info: the spec asks nothing here)", specIntegrity},
+	// distinct-errors is an observation, never a finding: no spec
+	// sentence asks for one refusal, so it reports info or pass and its
+	// severity is None, in -list, the JSON and the SARIF rule alike.
+	{"distinct-errors", None, "nothing: compares the refusals of tamper, truncate, extend, short-tag, forge-plaintext and other-*; different ones tell an attacker which check a forgery failed (an observation: info or pass, never fail)", specNone},
 }
 
 var checkByID = func() map[string]*Check {

@@ -10,13 +10,16 @@
 // requires that it completes: without that baseline every check of the
 // target is Skip, with the reason. Then each check starts a fresh flow
 // and sends one retry changed in one way; a completed result is an
-// acceptance, a JSON-RPC error, an isError result or a fresh
-// input_required a refusal. Checks lists every check with the spec
-// sentence it tests.
+// acceptance (whatever the HTTP status), every other answer a refusal (a
+// JSON-RPC error, an isError result, a fresh input_required, an HTTP
+// error or page without a JSON-RPC response), and no answer at all a
+// Skip. Checks lists every check with the spec sentence it tests.
 //
 // A scan executes the targets it is given, as a client would, several
 // times each: point it at staging, and at tools whose effects you can
-// afford. It calls nothing else (no tool discovery), sends nothing
+// afford. It sends only POSTs of tools/call, prompts/get and
+// resources/read to those targets: no initialize, no session, no tool
+// discovery (docs/SCAN.md, "What your server must serve"). It sends nothing
 // anywhere but Config.URL and Config.OtherURL (redirects are refused),
 // and keeps within a request budget and rate per target (replay-race's
 // copies of one retry go at once, in one slot of the rate). A report
@@ -119,7 +122,7 @@ type Config struct {
 	// Checks limits the scan to these check ids (nil: all).
 	Checks []string
 	// Budget bounds the requests per target (default 100). A check that
-	// would exceed it is Skip.
+	// would exceed it is Skip, and counted in Report.OverBudget.
 	Budget int
 	// Rate bounds the requests per second per target (default 50).
 	Rate float64
@@ -166,6 +169,10 @@ type Finding struct {
 	Spec string `json:"-"`
 	// Requests is how many requests the check sent.
 	Requests int `json:"-"`
+	// OverBudget marks a Skip for want of requests: Config.Budget was
+	// spent before the check could run to its end (its Detail says
+	// "request budget spent"). Such a check tested nothing.
+	OverBudget bool `json:"-"`
 }
 
 // ReportVersion is the version of a Report's JSON form: 2 added the
@@ -243,6 +250,19 @@ func (r *Report) Failed() bool {
 		}
 	}
 	return false
+}
+
+// OverBudget counts the checks skipped because the request budget
+// (Config.Budget) was spent: a scan with any is incomplete, however few
+// it failed.
+func (r *Report) OverBudget() int {
+	n := 0
+	for _, c := range r.Checks {
+		if c.OverBudget {
+			n++
+		}
+	}
+	return n
 }
 
 // Judged reports whether some target's baseline completed, so that the

@@ -240,6 +240,9 @@ func TestBudget(t *testing.T) {
 	if el > 10*time.Second || r.Requests > 60 {
 		t.Errorf("%d requests in %v: want at most 60 in 10 s", r.Requests, el)
 	}
+	if n := r.OverBudget(); n != 0 {
+		t.Errorf("the default budget: %d checks skipped for want of it", n)
+	}
 	c.Budget = 5
 	r, err := scan.Run(context.Background(), c)
 	if err != nil {
@@ -248,10 +251,20 @@ func TestBudget(t *testing.T) {
 	if r.Requests > 5 {
 		t.Errorf("budget 5: sent %d", r.Requests)
 	}
+	starved := 0
 	for _, f := range r.Checks {
 		if f.Result == scan.Fail {
 			t.Errorf("budget spent: %s failed: %s", f.ID, f.Detail)
 		}
+		if f.OverBudget != (f.Result == scan.Skip && strings.Contains(f.Detail, "request budget spent")) {
+			t.Errorf("budget 5: %s %s %q: OverBudget %v", f.ID, f.Result, f.Detail, f.OverBudget)
+		}
+		if f.OverBudget {
+			starved++
+		}
+	}
+	if starved == 0 || r.OverBudget() != starved {
+		t.Errorf("budget 5: OverBudget() %d, %d findings marked", r.OverBudget(), starved)
 	}
 }
 

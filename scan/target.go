@@ -34,8 +34,11 @@ type targetScan struct {
 	findings []Finding
 	results  map[string]Result
 
-	budget   int
-	sent     int
+	budget int
+	sent   int
+	// starved is set when a request was not sent for want of budget,
+	// since the check began: a Skip then is OverBudget.
+	starved  bool
 	answered bool
 	interval time.Duration
 	last     time.Time
@@ -121,7 +124,10 @@ func (x *targetScan) add(id string, r Result, detail string, requests int) {
 		sev = Medium
 	}
 	x.results[id] = r
-	x.findings = append(x.findings, Finding{ID: id, Tool: x.t.Name, Result: r, Severity: sev, Detail: x.scrub(detail), Spec: c.Spec, Requests: requests})
+	x.findings = append(x.findings, Finding{ID: id, Tool: x.t.Name, Result: r, Severity: sev, Detail: x.scrub(detail), Spec: c.Spec, Requests: requests,
+		// A check skipped after a request was refused for want of
+		// budget, or every check of a baseline that ran out of it.
+		OverBudget: r == Skip && x.starved})
 }
 
 // hide keeps s out of every detail.
@@ -155,6 +161,7 @@ func (x *targetScan) send(ctx context.Context, r *wire.Request) (*wire.Reply, er
 // budget.
 func (x *targetScan) pace(ctx context.Context, n int) error {
 	if x.sent+n > x.budget {
+		x.starved = true
 		return errBudget
 	}
 	if wait := time.Until(x.last.Add(x.interval)); wait > 0 {
@@ -327,6 +334,7 @@ func (x *targetScan) run(ctx context.Context) {
 			continue
 		}
 		before := x.sent
+		x.starved = false
 		r, detail := x.check(ctx, c.ID)
 		if ctx.Err() != nil {
 			return
@@ -805,6 +813,7 @@ func (x *targetScan) unasked(ctx context.Context) (Result, string) {
 func (x *targetScan) race(ctx context.Context, l *lastRound) (Result, string) {
 	n := min(raceN, x.budget-x.sent)
 	if n < 2 {
+		x.starved = true
 		return Skip, errBudget.Error()
 	}
 	reps, errs, err := x.burst(ctx, x.retry(l), n)

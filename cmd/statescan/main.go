@@ -8,7 +8,8 @@
 //	    -single-use pay -move-to 'refund={"account":"A1","amount":5}' -expiry-wait 11m
 //
 // Exit status: 0 nothing failed, 1 a check failed, 2 a usage error, an
-// unreachable server, or no target whose honest flow completed; with
+// unreachable server, no target whose honest flow completed, or a check
+// skipped because the request budget was spent (-budget); with
 // -json or -sarif FILE a report is written in every case but a flag it
 // cannot read, with the reason when nothing was judged.
 // docs/SCAN.md describes every check.
@@ -54,12 +55,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sarifLoc                                                            = fs.String("sarif-location", "", "the repository path SARIF results point at (default: the URL's host and path, e.g. 127.0.0.1_8080/mcp)")
 		expiry                                                              = fs.Duration("expiry-wait", 0, "wait this long before the expired check's retry: longer than the server's state lifetime (0: skip expired)")
 		checks                                                              = fs.String("checks", "", "comma-separated check ids to run (default: all)")
-		budget                                                              = fs.Int("budget", 100, "most requests per target")
+		budget                                                              = fs.Int("budget", 100, "most requests per target (a check it stops is skipped, and the scan exits 2)")
 		rate                                                                = fs.Float64("rate", 50, "most requests per second per target")
 		timeout                                                             = fs.Duration("timeout", 10*time.Second, "timeout of each request")
 		asJSON                                                              = fs.Bool("json", false, "print the report as JSON")
-		dry                                                                 = fs.Bool("dry-run", false, "list what would be sent, and send nothing")
+		dry                                                                 = fs.Bool("dry-run", false, "send nothing: print each target's first request and, for each check, what it sends and at most how many requests")
 		listChecks                                                          = fs.Bool("list", false, "list the checks: id, severity, what each sends, the spec sentence it tests")
+		showVersion                                                         = fs.Bool("version", false, "print statescan's version (as in the SARIF driver) and exit")
 	)
 	fs.Var(&tools, "tool", "a tool to scan, NAME or NAME={json arguments} (repeatable)")
 	fs.Var(&prompts, "prompt", "a prompt to scan, NAME or NAME={json arguments} (repeatable)")
@@ -85,6 +87,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "statescan", version())
+		return 0
 	}
 	if *listChecks {
 		for _, c := range scan.Checks {
@@ -191,12 +197,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TOOL\tCHECK\tAT MOST\tSENDS")
 		total := 0
+		per := map[string]int{}
+		var order []string
 		for _, s := range steps {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Tool, s.Check, s.Requests, s.Sends)
 			total += s.Requests
+			if _, ok := per[s.Tool]; !ok {
+				order = append(order, s.Tool)
+			}
+			per[s.Tool] += s.Requests
 		}
 		tw.Flush()
-		fmt.Fprintf(stdout, "at most %d requests with two-round flows (budget %d per target); nothing sent\n", total, *budget)
+		b := *budget
+		if b == 0 {
+			b = 100 // scan's default
+		}
+		for _, tool := range order {
+			if per[tool] > b {
+				fmt.Fprintf(stdout, "%s: at most %d requests, over -budget %d: checks may skip for want of requests, and the scan then exits 2\n", tool, per[tool], b)
+			}
+		}
+		fmt.Fprintf(stdout, "at most %d requests with two-round flows (budget %d per target); nothing sent\n", total, b)
 		return 0
 	}
 	rep, err := scan.Run(ctx, c)
@@ -213,14 +234,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !out.write(rep, true) {
 		return 2
 	}
+	if rep.OverBudget() > 0 {
+		fmt.Fprintln(stderr, "statescan:", overBudget(rep))
+	}
 	switch {
 	case rep.Failed():
 		return 1
 	case !rep.Judged():
 		fmt.Fprintln(stderr, "statescan: no target's honest flow completed: nothing was judged")
 		return 2
+	case rep.OverBudget() > 0:
+		// A check that ran out of requests tested nothing: exit 0
+		// would read as a clean bill for checks that never ran.
+		return 2
 	}
 	return 0
+}
+
+// overBudget says why a scan whose checks ran out of requests is
+// incomplete, and what to do.
+func overBudget(rep *scan.Report) string {
+	return fmt.Sprintf("incomplete: %d checks skipped because the request budget (-budget) was spent, so they tested nothing; raise -budget or narrow -checks", rep.OverBudget())
 }
 
 // outputs are where reports go: JSON on stdout (-json), SARIF to a file
@@ -339,6 +373,10 @@ func printTable(w io.Writer, rep *scan.Report) {
 			fmt.Fprintf(w, "  %s: %s\n", c.ID, c.Spec)
 		}
 	}
-	fmt.Fprintf(w, "%s: %d failed, %d passed, %d skipped, %d info; %d requests in %.1fs\n",
-		rep.Target, n[scan.Fail], n[scan.Pass], n[scan.Skip], n[scan.Info], rep.Requests, rep.Elapsed.Seconds())
+	starved := ""
+	if k := rep.OverBudget(); k > 0 {
+		starved = fmt.Sprintf(" (%d for want of budget)", k)
+	}
+	fmt.Fprintf(w, "%s: %d failed, %d passed, %d skipped%s, %d info; %d requests in %.1fs\n",
+		rep.Target, n[scan.Fail], n[scan.Pass], n[scan.Skip], starved, n[scan.Info], rep.Requests, rep.Elapsed.Seconds())
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -393,4 +395,194 @@ func shellWords(s string, env map[string]string) ([]string, error) {
 		words = append(words, w.String())
 	}
 	return words, nil
+}
+
+// TestChecksAgree: each check's severity and spec sentence read the same
+// in docs/SCAN.md's table, -list and the SARIF rule, so that a reader of
+// any one of them is told what the others say. A check that never fails
+// (an observation) is info everywhere and carries no security-severity.
+func TestChecksAgree(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "SCAN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "\n## The checks\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := map[string][]string{}
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 5 {
+			t.Fatalf("a row of %d cells, want 5: %s", len(cells), line)
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows[strings.Trim(cells[0], "`")] = cells
+	}
+	var list bytes.Buffer
+	if code := run(context.Background(), []string{"-list"}, &list, io.Discard); code != 0 {
+		t.Fatalf("-list: exit %d", code)
+	}
+	rules := map[string]sarifRule{}
+	for _, r := range sarif(&scan.Report{}, "").Runs[0].Tool.Driver.Rules {
+		rules[r.ID] = r
+	}
+	for _, c := range scan.Checks {
+		row, ok := rows[c.ID]
+		if !ok {
+			t.Errorf("%s: no row in docs/SCAN.md's table", c.ID)
+			continue
+		}
+		delete(rows, c.ID)
+		if sev, _, _ := strings.Cut(row[1], " "); sev != string(c.Severity) {
+			t.Errorf("%s: docs/SCAN.md says severity %q, scan.Checks %q", c.ID, row[1], c.Severity)
+		}
+		// The spec's source, up to its first colon: "req. 4",
+		// "req. 5, warning", "Error Handling", "none".
+		source, _, _ := strings.Cut(c.Spec, ":")
+		if !strings.HasPrefix(row[4], source) {
+			t.Errorf("%s: docs/SCAN.md's spec %q does not start with %q (scan.Checks: %s)", c.ID, row[4], source, c.Spec)
+		}
+		if want := fmt.Sprintf("%s (%s)\n  sends: %s\n  spec:  %s\n", c.ID, c.Severity, c.Sends, c.Spec); !strings.Contains(list.String(), want) {
+			t.Errorf("-list lacks %q", want)
+		}
+		if c.ID == "baseline" {
+			continue
+		}
+		r, ok := rules[c.ID]
+		if !ok {
+			t.Errorf("%s: no SARIF rule", c.ID)
+			continue
+		}
+		_, scored := r.Properties["security-severity"]
+		if r.DefaultConfiguration.Level != level(c.Severity) || r.Properties["severity"] != string(c.Severity) || scored != (c.Severity != scan.None) {
+			t.Errorf("%s: SARIF rule level %q, properties %v; scan.Checks severity %q", c.ID, r.DefaultConfiguration.Level, r.Properties, c.Severity)
+		}
+		if source != "none" && !strings.Contains(r.FullDescription.Text, c.Spec) {
+			t.Errorf("%s: SARIF rule description %q lacks the spec %q", c.ID, r.FullDescription.Text, c.Spec)
+		}
+	}
+	for id := range rows {
+		t.Errorf("docs/SCAN.md has a row for %s, which is no check", id)
+	}
+	// distinct-errors is an observation: info in every form.
+	if c := rules["distinct-errors"]; c.DefaultConfiguration.Level != "none" || !strings.Contains(c.FullDescription.Text, "never a finding") {
+		t.Errorf("distinct-errors' SARIF rule: level %q, %q", c.DefaultConfiguration.Level, c.FullDescription.Text)
+	}
+}
+
+// TestVersion: the SARIF driver names statescan's own version, the one
+// -version prints and the Go toolchain recorded in the binary, not the
+// report's format version; the log stays valid SARIF 2.1.0.
+func TestVersion(t *testing.T) {
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{&debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261206204504-f79c5a1abc12+dirty"}}, "v0.0.0-20261206204504-f79c5a1abc12+dirty"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "f79c5a1"}, {Key: "vcs.modified", Value: "true"}}}, "devel-f79c5a1+dirty"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel"},
+		{nil, "devel"},
+	} {
+		if got := versionOf(tc.bi); got != tc.want {
+			t.Errorf("versionOf(%+v) = %q, want %q", tc.bi, got, tc.want)
+		}
+	}
+
+	bin := testkit.Build(t, "github.com/stateseal/stateseal/cmd/statescan")
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "statescan ")
+	if !ok || printed == "" {
+		t.Fatalf("-version printed %q", out)
+	}
+	// What the toolchain recorded: the module's version, unless a
+	// build in a checkout left it "(devel)".
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\tmod\t\S+\t(\S+)`).FindSubmatch(info)
+	if m == nil {
+		t.Fatalf("go version -m: no mod line:\n%s", info)
+	}
+	if recorded := string(m[1]); recorded != "(devel)" && printed != recorded {
+		t.Errorf("-version says %q, the binary records %q", printed, recorded)
+	}
+	file := filepath.Join(t.TempDir(), "statescan.sarif")
+	cmd := exec.Command(bin, "-sarif", file, "-url", "http://127.0.0.1:1/mcp", "-tool", "pay", "-timeout", "2s")
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 {
+		t.Fatalf("an unreachable server: %v, want exit 2", err)
+	}
+	log := validSARIF(t, sarifSchema(t), file)
+	driver := log["runs"].([]any)[0].(map[string]any)["tool"].(map[string]any)["driver"].(map[string]any)
+	if driver["version"] != printed || driver["version"] == fmt.Sprint(scan.ReportVersion) {
+		t.Errorf("SARIF driver version %v, want statescan's own, %q", driver["version"], printed)
+	}
+}
+
+// TestOverBudget: a scan whose checks ran out of requests exits 2, not
+// 0: the skipped checks tested nothing. The JSON says which (judged, its
+// skips "request budget spent"), the SARIF run is not successful and
+// says why; a finding still exits 1, and the same scan with the
+// default budget exits 0.
+func TestOverBudget(t *testing.T) {
+	s := sarifSchema(t)
+	pay := []string{"-tool", `pay={"account":"A1","amount":5}`, "-H", "X-User: alice"}
+	for _, tc := range []struct {
+		name     string
+		hole     string
+		args     []string
+		code     int
+		starved  bool
+		complete bool
+	}{
+		{"starved", "none", []string{"-budget", "10"}, 2, true, false},
+		{"default budget", "none", nil, 0, false, true},
+		{"a finding first", "no-args-binding", []string{"-budget", "8", "-checks", "tamper,other-args,no-responses"}, 1, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "statescan.sarif")
+			var stdout, stderr bytes.Buffer
+			args := append(append([]string{"-json", "-sarif", file, "-url", startHole(t, tc.hole)}, pay...), tc.args...)
+			if code := run(context.Background(), args, &stdout, &stderr); code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr.String())
+			}
+			if got := strings.Contains(stderr.String(), "incomplete: "); got != tc.starved {
+				t.Errorf("stderr %q: want the incomplete note %v", stderr.String(), tc.starved)
+			}
+			var rep struct {
+				Judged bool
+				Checks []struct{ Result, Detail string }
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			starved := 0
+			for _, c := range rep.Checks {
+				if c.Result == "skip" && strings.Contains(c.Detail, "request budget spent") {
+					starved++
+				}
+			}
+			if !rep.Judged || (starved > 0) != tc.starved {
+				t.Errorf("judged %v, %d checks skipped for budget: %s", rep.Judged, starved, stdout.String())
+			}
+			inv := validSARIF(t, s, file)["runs"].([]any)[0].(map[string]any)["invocations"].([]any)[0].(map[string]any)
+			if inv["executionSuccessful"] != tc.complete {
+				t.Errorf("executionSuccessful %v, want %v", inv["executionSuccessful"], tc.complete)
+			}
+			if tc.starved {
+				note := inv["toolExecutionNotifications"].([]any)[0].(map[string]any)["message"].(map[string]any)["text"].(string)
+				if !strings.Contains(note, fmt.Sprintf("%d checks skipped because the request budget", starved)) {
+					t.Errorf("notification %q, want the %d checks the budget skipped", note, starved)
+				}
+			}
+		})
+	}
 }

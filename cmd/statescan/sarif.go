@@ -38,6 +38,7 @@ type sarifDriver struct {
 	Name           string      `json:"name"`
 	InformationURI string      `json:"informationUri"`
 	Version        string      `json:"version"`
+	SemVer         string      `json:"semanticVersion,omitempty"`
 	Rules          []sarifRule `json:"rules"`
 }
 
@@ -114,6 +115,15 @@ func securitySeverity(s scan.Severity) string {
 	return "0.0"
 }
 
+// specText is a check's spec sentence with its source named, or, for an
+// observation no requirement backs, says so.
+func specText(spec string) string {
+	if rest, ok := strings.CutPrefix(spec, "none: "); ok {
+		return "No MCP 2026-07-28 requirement (an observation, never a finding): " + rest
+	}
+	return "MCP 2026-07-28, Multi Round-Trip Requests, " + spec
+}
+
 // location is the repository path a result points at: the URL's host
 // (a port as _PORT) and path.
 func location(target, given string) string {
@@ -133,13 +143,21 @@ func sarif(rep *scan.Report, loc string) *sarifLog {
 		Tool: sarifTool{Driver: sarifDriver{
 			Name:           "statescan",
 			InformationURI: "https://github.com/stateseal/stateseal/blob/main/docs/SCAN.md",
-			Version:        "2",
+			// statescan's own version, so that a finding names the
+			// scanner that made it; the report format is SARIF's own
+			// version, 2.1.0, below.
+			Version: version(),
+			SemVer:  semver(version()),
 		}},
-		Invocations: []sarifInvocation{{ExecutionSuccessful: rep.Judged()}},
+		// A scan whose checks ran out of requests did not do what it
+		// was asked: not a successful run, whatever it found.
+		Invocations: []sarifInvocation{{ExecutionSuccessful: rep.Judged() && rep.OverBudget() == 0}},
 		Results:     []sarifResult{},
 	}
 	if rep.Reason != "" {
 		run.Invocations[0].Notifications = []sarifNotification{{Level: "error", Message: sarifText{"nothing judged: " + rep.Reason}}}
+	} else if rep.OverBudget() > 0 {
+		run.Invocations[0].Notifications = []sarifNotification{{Level: "error", Message: sarifText{overBudget(rep)}}}
 	}
 	index := map[string]int{}
 	for _, c := range scan.Checks {
@@ -155,7 +173,7 @@ func sarif(rep *scan.Report, loc string) *sarifLog {
 			ID:                   c.ID,
 			Name:                 c.ID,
 			ShortDescription:     sarifText{"statescan " + c.ID + ": sends " + c.Sends},
-			FullDescription:      sarifText{"MCP 2026-07-28, Multi Round-Trip Requests, " + c.Spec},
+			FullDescription:      sarifText{specText(c.Spec)},
 			Help:                 sarifText{"docs/SCAN.md, \"The checks\", row " + c.ID + ": what a fail proves and the fix. The spec sentence it tests: " + c.Spec},
 			DefaultConfiguration: sarifConfig{Level: level(c.Severity)},
 			Properties:           props,
