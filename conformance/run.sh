@@ -56,14 +56,18 @@ full_expected() {
 	case "$1 $REQUIREMENTS" in
 	"sdk-full 2026-07-28") echo "" ;;
 	"sdk-gateway-full 2026-07-28") echo "" ;;
-	# A stateless 2026-07-28 server serves a 2025-11-25 client no request
-	# of its own (sampling, elicitation) and no session (the SSE scenarios
-	# want an Mcp-Session-Id): the bridge sealgate is given for 2025
-	# clients (issue 44) does both, in front of the same server.
+	# Directly, a stateless 2026-07-28 server serves a 2025-11-25 client
+	# no request of its own (sampling, elicitation) and no session (the
+	# SSE scenarios want an Mcp-Session-Id).
 	"sdk-full 2025-11-25")
 		echo "tools-call-sampling tools-call-elicitation elicitation-sep1034-defaults elicitation-sep1330-enums server-sse-multiple-streams server-sse-polling" ;;
+	# Through sealgate's bridge, everything but what needs a stream per
+	# session: resource subscriptions (2026-07-28's subscriptions/listen is
+	# not bridged: -32601, and initialize does not offer subscribe), and a
+	# DELETE that ends a session (sessions live in their sealed ids and end
+	# at expiry: 405, which the suite reports as skipped).
 	"sdk-gateway-full 2025-11-25")
-		echo "tools-call-sampling tools-call-elicitation elicitation-sep1034-defaults elicitation-sep1330-enums server-sse-multiple-streams server-sse-polling dns-rebinding-protection" ;;
+		echo "resources-subscribe resources-unsubscribe server-session-lifecycle" ;;
 	*) echo "conformance: no expected results for $1 at $REQUIREMENTS" >&2; return 1 ;;
 	esac
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -54,8 +55,15 @@ type Bridge struct {
 	MaxInputRequests int
 	// MaxPending and MaxPendingPerPrincipal bound the calls waiting for
 	// a client's answers, on this instance and per principal: past
-	// either, a call that needs input gets 503 before it is sent
-	// upstream. 0 means 10,000 and 100.
+	// either, a call whose upstream answers input_required gets 503
+	// (Retry-After) before any input request goes to the client (its
+	// first round has gone upstream: a round that asks has no effect to
+	// undo). With an Anonymous principal source every client is the one
+	// principal "". 0 means 10,000 and 100. A waiting call holds its
+	// request and its input requests in memory (docs/BENCHMARKS.md has
+	// the figure per call); its request's bytes leave the
+	// MaxRequestBytesInFlight budget once read, so that calls waiting for
+	// people do not keep other requests out.
 	MaxPending, MaxPendingPerPrincipal int
 	// Relay, if set, carries an answer that reaches this instance to
 	// the one holding its call. nil: such an answer is refused (404).
@@ -129,9 +137,23 @@ func (b *Bridge) Pending() int {
 	return b.pending.len()
 }
 
-// bridged reports whether r is for the bridge: the gateway has one, and
-// r does not say 2026-07-28 (a 2025 client sends its negotiated version
-// after initialize, and no header with it; 2026-07-28 has no initialize).
+// bridged reports whether r is for the bridge: the gateway has one, r
+// is on no PassThrough path, and r says a 2025 version in its
+// MCP-Protocol-Version header, or says none and carries a session
+// (2025 clients send the header after initialize) or is a POST, which
+// the bridge reads: an initialize is its own, anything else goes to the
+// walk as it came (walkOnly). A 2026-07-28 request, or one naming a
+// version no one knows, walks: the upstream answers it.
 func (g *Gateway) bridged(r *http.Request) bool {
-	return g.Bridge != nil && r.Header.Get(headerVersion) != version2026 && !g.passThrough(r)
+	if g.Bridge == nil || g.passThrough(r) || r.Context().Value(walkOnly{}) != nil {
+		return false
+	}
+	v, ok := r.Header[headerVersion]
+	if !ok {
+		return r.Method == http.MethodPost || len(r.Header[headerSession]) > 0
+	}
+	return len(v) == 1 && slices.Contains(bridgeVersions, v[0])
 }
+
+// walkOnly marks a request the bridge read and gives back to the walk.
+type walkOnly struct{}

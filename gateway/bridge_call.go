@@ -36,7 +36,10 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	c := &bridgeCall{key: callKey{s.Nonce, string(compact(m.ID))}, principal: s.principal, cancel: cancel}
-	b.pending.add(c)
+	if !b.pending.add(c) {
+		out.send(m.ID, nil, &rpcError{Code: codeInvalidRequest, Message: "gateway: a call with this id is already in progress in this session"})
+		return
+	}
 	defer b.pending.end(c)
 
 	for round := 0; ; round++ {
@@ -57,8 +60,17 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 			out.send(m.ID, nil, &rpcError{Code: codeInternalError, Message: "gateway: the upstream's result is not an object"})
 			return
 		}
-		if string(res["resultType"]) != `"input_required"` {
-			delete(res, "resultType") // a 2026-07-28 member the client's version does not have
+		var kind string
+		if rt, ok := res["resultType"]; ok && json.Unmarshal(rt, &kind) != nil {
+			out.send(m.ID, nil, &rpcError{Code: codeInternalError, Message: "gateway: the upstream's resultType is not a string"})
+			return
+		}
+		if kind != "input_required" {
+			// 2026-07-28 members the client's version does not have; a
+			// state outside an input_required answer goes nowhere.
+			delete(res, "resultType")
+			delete(res, "requestState")
+			delete(res, "inputRequests")
 			final, _ := json.Marshal(res, json.Deterministic(true))
 			out.sendRaw(m.ID, final, nil)
 			return
@@ -81,7 +93,10 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 			}
 			return // else cancelled, or the client left: no answer is due
 		}
-		params["requestState"] = res["requestState"]
+		delete(params, "requestState")
+		if st, ok := res["requestState"]; ok {
+			params["requestState"] = st
+		}
 		params["inputResponses"] = answers
 	}
 }
@@ -116,6 +131,14 @@ func (g *Gateway) bridgeInput(ctx context.Context, out *legacyStream, c *bridgeC
 	}
 	slices.Sort(keys)
 	defer b.pending.endRound(c)
+	// The round's time runs from before the first input request is
+	// written: a client that does not read its stream is cut when it
+	// ends, as one that does not answer (each write has the round's
+	// deadline).
+	timer := time.NewTimer(b.AnswerTimeout)
+	defer timer.Stop()
+	out.deadline = time.Now().Add(b.AnswerTimeout)
+	defer func() { out.deadline = time.Time{} }()
 	c.answers = make(chan inputAnswer, len(keys))
 	for _, k := range keys {
 		id := b.inputID()
@@ -131,8 +154,6 @@ func (g *Gateway) bridgeInput(ctx context.Context, out *legacyStream, c *bridgeC
 			return nil, &rpcError{Code: codeInternalError, Message: "gateway: " + err.Error()}
 		}
 	}
-	timer := time.NewTimer(b.AnswerTimeout)
-	defer timer.Stop()
 	got := make(map[string]jsontext.Value, len(keys))
 	for len(got) < len(keys) {
 		select {
@@ -158,7 +179,8 @@ func (g *Gateway) bridgeInput(ctx context.Context, out *legacyStream, c *bridgeC
 func declared(s *session, method string, params jsontext.Value) string {
 	var caps struct {
 		Elicitation *struct {
-			URL jsontext.Value `json:"url,omitzero"`
+			Form jsontext.Value `json:"form,omitzero"`
+			URL  jsontext.Value `json:"url,omitzero"`
 		} `json:"elicitation,omitzero"`
 		Sampling jsontext.Value `json:"sampling,omitzero"`
 		Roots    jsontext.Value `json:"roots,omitzero"`
@@ -172,9 +194,22 @@ func declared(s *session, method string, params jsontext.Value) string {
 		var p struct {
 			Mode string `json:"mode,omitzero"`
 		}
-		json.Unmarshal(params, &p, json.RejectUnknownMembers(false))
-		if p.Mode == "url" && (len(caps.Elicitation.URL) == 0 || s.Version < "2025-11-25") {
-			return "a URL-mode elicitation, and it declared no elicitation.url capability"
+		if params.Kind() != '{' || json.Unmarshal(params, &p, json.RejectUnknownMembers(false)) != nil {
+			return "an elicitation whose params are not an object"
+		}
+		switch p.Mode {
+		case "url":
+			if len(caps.Elicitation.URL) == 0 || s.Version < "2025-11-25" {
+				return "a URL-mode elicitation, and it declared no elicitation.url capability"
+			}
+		case "", "form":
+			// An elicitation capability that names modes must name form
+			// (an empty one means form, as before URL mode existed).
+			if len(caps.Elicitation.Form) == 0 && len(caps.Elicitation.URL) > 0 {
+				return "a form elicitation, and it declared only elicitation.url"
+			}
+		default:
+			return "an elicitation of mode " + strconv.Quote(short(p.Mode))
 		}
 	case "sampling/createMessage":
 		if len(caps.Sampling) == 0 {
@@ -257,8 +292,9 @@ func (b *Bridge) takeAnswer(w http.ResponseWriter, r *http.Request, s *session, 
 // final answer comes before anything else, else an SSE stream whose
 // events are the notifications, the input requests and the answer.
 type legacyStream struct {
-	w       http.ResponseWriter
-	started bool
+	w        http.ResponseWriter
+	started  bool
+	deadline time.Time // for each write, if not zero
 }
 
 // event writes one message as an SSE event, starting the stream.
@@ -274,10 +310,15 @@ func (o *legacyStream) event(msg []byte) error {
 	if c.Compact() != nil {
 		return errors.New("a message that is not JSON")
 	}
+	rc := http.NewResponseController(o.w)
+	if !o.deadline.IsZero() {
+		rc.SetWriteDeadline(o.deadline)
+		defer rc.SetWriteDeadline(time.Time{})
+	}
 	if _, err := fmt.Fprintf(o.w, "event: message\ndata: %s\n\n", c); err != nil {
 		return err
 	}
-	return http.NewResponseController(o.w).Flush()
+	return rc.Flush()
 }
 
 // send writes the final answer: a result or an error.

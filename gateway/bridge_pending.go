@@ -62,16 +62,18 @@ func (p *pendingCalls) len() int {
 	return p.waiting
 }
 
-// add registers a call, so that a cancellation finds it. A second call
-// with the same id in the session (a client's mistake) is not
-// registered: the first keeps it.
-func (p *pendingCalls) add(c *bridgeCall) {
+// add registers a call, so that a cancellation finds it; false if the
+// session has a call of that id in progress (JSON-RPC ids are unique
+// among a sender's requests in progress).
+func (p *pendingCalls) add(c *bridgeCall) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.calls[c.key]; !ok {
-		p.calls[c.key] = c
-		p.sessions[c.key.nonce]++
+	if _, ok := p.calls[c.key]; ok {
+		return false
 	}
+	p.calls[c.key] = c
+	p.sessions[c.key.nonce]++
+	return true
 }
 
 // admit counts c among the calls waiting for answers, within the bounds.

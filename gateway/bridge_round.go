@@ -29,7 +29,13 @@ const (
 	metaCaps    = "io.modelcontextprotocol/clientCapabilities"
 	metaInfo    = "io.modelcontextprotocol/clientInfo"
 	metaServer  = "io.modelcontextprotocol/serverInfo"
+	metaLog     = "io.modelcontextprotocol/logLevel"
 )
+
+// bridgeLogLevel is the log level the bridge asks the upstream for: a
+// 2025 client's logging/setLevel is accepted but not kept (no store),
+// and a 2025 server sends log messages without one.
+const bridgeLogLevel = "info"
 
 // upstreamParams adds to params what a 2026-07-28 request carries in its
 // _meta: the version, and the session's capabilities and clientInfo.
@@ -47,6 +53,9 @@ func upstreamParams(params jsontext.Value, s *session) (map[string]jsontext.Valu
 		}
 	}
 	meta[metaVersion] = jsontext.Value(`"` + version2026 + `"`)
+	if _, ok := meta[metaLog]; !ok {
+		meta[metaLog] = jsontext.Value(`"` + bridgeLogLevel + `"`)
+	}
 	meta[metaCaps] = s.Caps
 	if len(s.Info) > 0 {
 		meta[metaInfo] = s.Info

@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"net/http"
 	"slices"
 
@@ -66,7 +69,7 @@ func (g *Gateway) serveBridge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, held, ferr := g.readBody(w, r)
-	defer g.inFlight.Add(-held)
+	defer func() { g.inFlight.Add(-held) }()
 	if ferr != nil {
 		g.refuseFraming(w, ferr)
 		return
@@ -78,8 +81,22 @@ func (g *Gateway) serveBridge(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorMessage(nil, rpcError{Code: codeParseError, Message: parseErrorMessage + "; one JSON-RPC message per request (batches are not bridged)"}))
 		return
 	}
+	if len(m.ID) > 0 && m.ID.Kind() != '"' && !integerID(m.ID) {
+		writeJSON(w, http.StatusBadRequest, errorMessage(nil, rpcError{Code: codeInvalidRequest, Message: "gateway: a JSON-RPC id must be a string or an integer"}))
+		return
+	}
 	if m.Method == "initialize" {
 		g.bridgeInitialize(w, r, sl, &m, principal)
+		return
+	}
+	if len(r.Header[headerVersion]) == 0 && len(r.Header[headerSession]) == 0 {
+		// No version and no session: not a 2025 client's (it sends
+		// both after initialize). The walk reads it again, as it came.
+		g.inFlight.Add(-held)
+		held = 0
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		g.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), walkOnly{}, true)))
 		return
 	}
 	s, err := b.session(sl, r, principal)
@@ -87,6 +104,11 @@ func (g *Gateway) serveBridge(w http.ResponseWriter, r *http.Request) {
 		bridgeHTTPError(w, err)
 		return
 	}
+	// The body is parsed: its bytes leave the request budget, which a
+	// call waiting minutes for its client would otherwise keep from
+	// everyone else. Each round's request is counted by the walk.
+	g.inFlight.Add(-held)
+	held = 0
 	switch {
 	case m.isResponse():
 		b.takeAnswer(w, r, s, &m)
@@ -143,12 +165,13 @@ func (g *Gateway) bridgeInitialize(w http.ResponseWriter, r *http.Request, sl *s
 		writeJSON(w, http.StatusOK, errorMessage(m.ID, rpcError{Code: codeInternalError, Message: err.Error()}))
 		return
 	}
+	caps := bridgedCaps(d.Capabilities)
 	res := struct {
 		ProtocolVersion string         `json:"protocolVersion"`
 		Capabilities    jsontext.Value `json:"capabilities"`
 		ServerInfo      jsontext.Value `json:"serverInfo"`
 		Instructions    string         `json:"instructions,omitzero"`
-	}{version, d.Capabilities, d.ServerInfo, d.Instructions}
+	}{version, caps, d.ServerInfo, d.Instructions}
 	out, _ := json.Marshal(res)
 	w.Header().Set(headerSession, id)
 	writeJSON(w, http.StatusOK, resultMessage(m.ID, out))
@@ -190,4 +213,46 @@ func compact(v jsontext.Value) jsontext.Value {
 		return nil
 	}
 	return c
+}
+
+// bridgedCaps is the upstream's capabilities as a 2025 client may rely
+// on them through the bridge: without resources.subscribe and the
+// listChanged flags, whose notifications a 2025 server sends on a
+// session's own stream, which the bridge does not keep (2026-07-28's
+// subscriptions/listen is not bridged).
+func bridgedCaps(c jsontext.Value) jsontext.Value {
+	var m map[string]jsontext.Value
+	if json.Unmarshal(c, &m) != nil {
+		return c
+	}
+	for _, k := range []string{"tools", "prompts", "resources"} {
+		var sub map[string]jsontext.Value
+		if v, ok := m[k]; !ok || json.Unmarshal(v, &sub) != nil {
+			continue
+		}
+		delete(sub, "listChanged")
+		delete(sub, "subscribe")
+		m[k], _ = json.Marshal(sub, json.Deterministic(true))
+	}
+	out, err := json.Marshal(m, json.Deterministic(true))
+	if err != nil {
+		return c
+	}
+	return out
+}
+
+// integerID reports whether id is a JSON integer of at most 18 digits:
+// the ids a client may give besides strings (no fraction, exponent or
+// null, which some readers would read as another id).
+func integerID(id jsontext.Value) bool {
+	d := bytes.TrimPrefix(id, []byte("-"))
+	if len(d) == 0 || len(d) > 18 || len(d) > 1 && d[0] == '0' {
+		return false
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

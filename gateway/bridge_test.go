@@ -67,6 +67,23 @@ func (u *bridgeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": "plain:" + name})
 	}
 	elicit := map[string]any{"method": "elicitation/create", "params": map[string]any{"mode": "form", "message": "ok?", "requestedSchema": map[string]any{"type": "object"}}}
+	switch name {
+	case "leak": // a state outside input_required: the walk seals it; the bridge must drop it
+		reply(map[string]any{"resultType": "complete", "requestState": "plain:leak", "inputRequests": map[string]any{}, "content": []any{}})
+		return
+	case "escaped": // input_required spelled with an escape: the same value
+		if answers != nil {
+			break
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input\u005frequired","inputRequests":{"ok":{"method":"elicitation/create","params":{"message":"ok?"}}},"requestState":"plain:escaped"}}`, testkit.Must(json.Marshal(msg["id"])))
+		return
+	case "mode":
+		if answers == nil {
+			ask(map[string]any{"u": map[string]any{"method": "elicitation/create", "params": map[string]any{"mode": "URL", "url": "https://x.test", "message": "go"}}})
+			return
+		}
+	}
 	if answers == nil || state != "plain:"+name || name == "forever" {
 		switch name {
 		case "many":
@@ -424,15 +441,23 @@ func TestBridgeBounds(t *testing.T) {
 	bob.init()
 	carol := &legacyClient{t: t, url: u, who: "carol"}
 	carol.init()
+	var cuts []func()
+	t.Cleanup(func() {
+		for _, cut := range cuts {
+			cut() // the calls end with their clients, not at the answer timeout
+		}
+	})
 	for i := range 2 {
-		ch, _ := alice.call(i, "pay")
+		ch, cut := alice.call(i, "pay")
+		cuts = append(cuts, cut)
 		next(t, ch)
 	}
 	ch, _ := alice.call(9, "pay")
 	if m := next(t, ch); !strings.Contains(fmt.Sprint(m["error"]), "too many calls") {
 		t.Fatalf("alice's third: %v", m)
 	}
-	ch, _ = bob.call(1, "pay")
+	ch, cut := bob.call(1, "pay")
+	cuts = append(cuts, cut)
 	next(t, ch)
 	if n := g.Bridge.Pending(); n != 3 {
 		t.Fatalf("%d pending, want 3", n)
@@ -440,5 +465,52 @@ func TestBridgeBounds(t *testing.T) {
 	ch, _ = carol.call(1, "pay")
 	if m := next(t, ch); !strings.Contains(fmt.Sprint(m["error"]), "too many calls") {
 		t.Fatalf("carol past the overall bound: %v", m)
+	}
+}
+
+// TestBridgeStrict: what the attack review found loose. A legacy client
+// never gets a requestState, even from a final result that carries one,
+// and an input_required spelled with an escape is carried out, not
+// passed on; an elicitation of an unknown mode is not sent; ids that
+// are not strings or integers, and an id already in progress in the
+// session, are refused.
+func TestBridgeStrict(t *testing.T) {
+	up, u, _ := bridgeFixture(t, &Bridge{}, nil)
+	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{"form":{}}}`}
+	c.init()
+	ch, _ := c.call(1, "leak")
+	if m := next(t, ch); m["result"] == nil {
+		t.Fatalf("leak: %v", m)
+	}
+	ch, _ = c.call(2, "escaped")
+	q := next(t, ch)
+	if q["method"] != "elicitation/create" {
+		t.Fatalf("an escaped input_required was not carried out: %v", q)
+	}
+	c.answer(q["id"], `{"action":"accept","content":{}}`)
+	if m := next(t, ch); m["result"] == nil {
+		t.Fatalf("escaped: %v", m)
+	}
+	ch, _ = c.call(3, "mode")
+	if m := next(t, ch); !strings.Contains(fmt.Sprint(m["error"]), "mode") {
+		t.Fatalf("an elicitation of mode URL: %v", m)
+	}
+	for _, id := range []string{"null", "{}", "[1]", "true", "1e400", "1.5", "123456789012345678901"} {
+		if resp, b := c.do("POST", `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, nil); resp.StatusCode != 400 {
+			t.Errorf("id %s: %d %s, want 400", id, resp.StatusCode, b)
+		}
+	}
+	first, cut := c.call(7, "pay")
+	defer cut()
+	next(t, first)
+	dup, _ := c.call(7, "pay")
+	if m := next(t, dup); !strings.Contains(fmt.Sprint(m["error"]), "already in progress") {
+		t.Fatalf("a second call with an id in progress: %v", m)
+	}
+	if s := c.seen.String(); strings.Contains(s, "requestState") || strings.Contains(s, "plain:") {
+		t.Fatalf("a 2025 client saw a requestState: %s", s)
+	}
+	if up.executions.Load() != 1 {
+		t.Fatalf("%d executions, want 1 (escaped)", up.executions.Load())
 	}
 }

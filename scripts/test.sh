@@ -75,6 +75,9 @@ echo "== MCP conformance: input-required scenarios against examples/mcpserver, t
 servers='/mcpserver -|/sealgate -upstream|ts-server/server\.ts'
 before=$(pgrep -f "$servers" | sort || true)
 bash conformance/run.sh sdk sdk-gateway ts ts-gateway sdk-full sdk-gateway-full
+# A 2025-11-25 client's whole suite, through sealgate's bridge in front of
+# the same stateless server.
+REQUIREMENTS=2025-11-25 bash conformance/run.sh sdk-gateway-full
 left=$(comm -13 <(echo "$before") <(pgrep -f "$servers" | sort || true))
 if [ -n "$left" ]; then
 	echo "conformance/run.sh left servers running:"; ps -o pid,args -p "$(echo $left | tr " " ,)"; exit 1
