@@ -74,8 +74,8 @@ type Bridge struct {
 
 	once      sync.Once
 	stopRelay func()
-	instance string // this bridge's id in the input request ids it makes
-	pending  pendingCalls
+	instance  string // this bridge's id in the input request ids it makes
+	pending   pendingCalls
 }
 
 // Bridge defaults.
