@@ -41,6 +41,7 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 		return
 	}
 	defer b.pending.end(c)
+	out.done = func() { b.pending.end(c) } // before the final answer: the client may reuse the id once it has it
 
 	for round := 0; ; round++ {
 		resp, err := g.round(ctx, r, m.Method, name, params, func(note []byte) error { return out.event(note) })
@@ -295,6 +296,7 @@ type legacyStream struct {
 	w        http.ResponseWriter
 	started  bool
 	deadline time.Time // for each write, if not zero
+	done     func()    // called before the final answer is written
 }
 
 // event writes one message as an SSE event, starting the stream.
@@ -346,6 +348,9 @@ func (o *legacyStream) sendRaw(id jsontext.Value, result, rpcErr []byte) {
 }
 
 func (o *legacyStream) final(msg []byte) {
+	if o.done != nil {
+		o.done()
+	}
 	if !o.started {
 		o.started = true
 		writeJSON(o.w, http.StatusOK, msg)
