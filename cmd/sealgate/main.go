@@ -545,7 +545,14 @@ func gatewayMetrics(meter metric.Meter, g *gateway.Gateway) error {
 	if err != nil {
 		return err
 	}
+	pending, err := meter.Int64ObservableGauge("sealgate.bridge.pending", metric.WithDescription("bridged calls of 2025-protocol clients waiting for their answers on this instance (bounded by -bridge-max-pending)"))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if g.Bridge != nil {
+			o.ObserveInt64(pending, int64(g.Bridge.Pending()))
+		}
 		for reason, n := range g.Stats.Principal.Failures() {
 			o.ObserveInt64(principal, n, metric.WithAttributes(attribute.String("reason", reason)))
 		}
@@ -554,6 +561,6 @@ func gatewayMetrics(meter metric.Meter, g *gateway.Gateway) error {
 		o.ObserveInt64(upstream, g.Stats.UpstreamErrors.Load())
 		o.ObserveInt64(malformed, g.Stats.Malformed.Load())
 		return nil
-	}, refused, sealed, upstream, malformed, principal)
+	}, refused, sealed, upstream, malformed, principal, pending)
 	return err
 }
