@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -62,10 +63,15 @@ type envelope struct {
 func (r *Relay) Listen(instance string, take func(gateway.RelayedAnswer) error) (func(), error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := r.c.Subscribe(ctx, Prefix+instance)
-	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
-		cancel()
-		sub.Close()
-		return nil, fmt.Errorf("redisrelay: subscribe: %w", err)
+	// The subscription's confirmation, within a bound: a Redis down now
+	// is said, and the subscription is kept (go-redis subscribes again
+	// once Redis answers); until then this instance's answers relayed
+	// from others are refused as its calls' being gone.
+	cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+	_, serr := sub.Receive(cctx)
+	ccancel()
+	if serr != nil {
+		serr = fmt.Errorf("redisrelay: subscribe: %w (kept: it subscribes once Redis answers)", serr)
 	}
 	r.mu.Lock()
 	r.self = instance
@@ -105,7 +111,7 @@ func (r *Relay) Listen(instance string, take func(gateway.RelayedAnswer) error) 
 			}
 		}
 	}()
-	return func() { cancel(); sub.Close(); <-done }, nil
+	return func() { cancel(); sub.Close(); <-done }, serr
 }
 
 // Send publishes a on instance's channel and waits, within ctx, for its
