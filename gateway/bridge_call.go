@@ -109,7 +109,7 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 func (g *Gateway) bridgeInput(ctx context.Context, out *legacyStream, c *bridgeCall, s *session, res map[string]jsontext.Value, round int) (jsontext.Value, *rpcError) {
 	b := g.Bridge
 	if round+1 > b.MaxRounds {
-		return nil, &rpcError{Code: codeInternalError, Message: fmt.Sprintf("gateway: the upstream asked for input %d times; the bound is %d", round+1, b.MaxRounds)}
+		return nil, &rpcError{Code: codeInternalError, Message: fmt.Sprintf("gateway: the upstream asked for input %d times; the bound is %d (Bridge.MaxRounds: sealgate -bridge-max-rounds)", round+1, b.MaxRounds)}
 	}
 	var st string
 	var reqs map[string]struct {
@@ -279,7 +279,10 @@ func (b *Bridge) takeAnswer(w http.ResponseWriter, r *http.Request, s *session, 
 			status = http.StatusForbidden
 		case err != errAnswerUnknown && err != ErrRelayGone:
 			// The holder could not be reached in time: the answer may
-			// have been taken; a retry is told which.
+			// have been taken; a retry is told which. The relay's own
+			// words (an address) are for the log.
+			b.logger().Warn("sealgate bridge: cannot relay an answer", "err", err)
+			err = errRelayUnavailable
 			status = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", "1")
 		}

@@ -44,7 +44,7 @@ type inputAnswer struct {
 }
 
 var (
-	errAnswerUnknown = errors.New("gateway: no call on this instance waits for this answer: it was answered already, the call ended (timed out, cancelled, finished), or another instance holds it (route a session's requests to one instance)")
+	errAnswerUnknown = errors.New("gateway: no call waits for this answer: it was answered already, or the call ended (timed out, cancelled, finished); or, with no relay between instances, another instance holds it (route a session's requests to one instance)")
 	errAnswerForeign = errors.New("gateway: this answer is not for a call of this session")
 	errBusy          = errors.New("gateway: too many calls wait for their clients' answers; try again")
 )

@@ -38,9 +38,10 @@ type RelayedAnswer struct {
 
 // Errors a Relay carries back from the instance that holds a call.
 var (
-	ErrAnswerUnknown = errAnswerUnknown
-	ErrAnswerForeign = errAnswerForeign
-	ErrRelayGone     = errors.New("gateway: the instance that sent this input request is gone (stopped or killed): its call ended; start the call again")
+	ErrAnswerUnknown    = errAnswerUnknown
+	ErrAnswerForeign    = errAnswerForeign
+	errRelayUnavailable = errors.New("gateway: the instance holding this call cannot be reached now; send the answer again (it is taken once)")
+	ErrRelayGone        = errors.New("gateway: the instance that sent this input request is gone (stopped or killed): its call ended; start the call again")
 )
 
 // relayTimeout bounds a Send: the POST of an answer waits this long at
