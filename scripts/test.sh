@@ -62,6 +62,9 @@ go test ./gateway -run '^$' -fuzz '^FuzzValidJSON$' -fuzztime "$FUZZTIME"
 # The gateway's readers and cutter fed any bytes directly, with no recover
 # between them and the fuzzer: no input panics.
 go test ./gateway -run '^$' -fuzz '^FuzzReaders$' -fuzztime "$FUZZTIME"
+# What the bridge for 2025 clients reads: their messages, the params it
+# sends upstream, the capabilities it offers, the walk's SSE events.
+go test ./gateway -run '^$' -fuzz '^FuzzBridge$' -fuzztime "$FUZZTIME"
 # statescan's reading and rewriting of a server's requestState.
 go test ./scan/internal/stateform -run '^$' -fuzz '^FuzzForm$' -fuzztime "$FUZZTIME"
 go test ./scan/internal/wire -run '^$' -fuzz '^FuzzRead$' -fuzztime "$FUZZTIME"
