@@ -92,6 +92,25 @@ func TestGoSDKBehindGateway(t *testing.T) {
 	}
 }
 
+// TestGoSDKClientAt2025: the go-sdk client pinned to 2025-11-25 (and
+// 2025-06-18) runs every fixture of the stateless example server
+// through a gateway with a bridge: it initializes, and each input
+// request reaches it as the server's own request on the call's stream.
+// The gateway still seals and opens every state (counted).
+func TestGoSDKClientAt2025(t *testing.T) {
+	f, counters := sdkGateway(t)
+	f.gw.Bridge = &Bridge{Audience: "https://gw.test"}
+	for _, v := range []string{"2025-11-25", "2025-06-18"} {
+		cs := gatewaytest.RunFixturesAt(t, f.url, &http.Client{Transport: headerTransport{"alice"}}, v)
+		if got := cs.InitializeResult().ProtocolVersion; got != v {
+			t.Fatalf("negotiated %s, want %s", got, v)
+		}
+	}
+	if v := counters.Values(); v.Sealed < 10 || v.Opened < 10 || len(v.Rejected) != 0 {
+		t.Fatalf("counters %+v: the states did not go through the gateway", v)
+	}
+}
+
 // sdkCall is a tools/call as a 2026-07-28 client sends it to a go-sdk
 // server: the protocol version, client info and capabilities in _meta,
 // the method and name in headers.

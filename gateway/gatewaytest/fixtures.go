@@ -19,6 +19,15 @@ import (
 // the caller's own calls.
 func RunFixtures(t *testing.T, endpoint string, hc *http.Client) *mcp.ClientSession {
 	t.Helper()
+	return RunFixturesAt(t, endpoint, hc, "")
+}
+
+// RunFixturesAt is RunFixtures with the client's protocol version
+// pinned ("" for the go-sdk's default, 2026-07-28): at 2025-11-25 the
+// client initializes, and each input request reaches it as a request of
+// the server's.
+func RunFixturesAt(t *testing.T, endpoint string, hc *http.Client, version string) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -29,7 +38,7 @@ func RunFixtures(t *testing.T, endpoint string, hc *http.Client) *mcp.ClientSess
 		},
 	})
 	c.AddRoots(&mcp.Root{URI: "file:///r", Name: "r"})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
