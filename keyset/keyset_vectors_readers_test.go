@@ -3,6 +3,7 @@ package keyset
 import (
 	"encoding/base64"
 	"fmt"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"maps"
 	"os"
 	"regexp"
@@ -101,13 +102,13 @@ func TestVectorCounts(t *testing.T) {
 		stated[strings.TrimSuffix(kind, "`")] = n
 		sum += n
 	}
-	if total, _ := strconv.Atoi(m[1]); total != len(f.Vectors) || sum != total {
+	if total := testkit.Must(strconv.Atoi(m[1])); total != len(f.Vectors) || sum != total {
 		t.Errorf("KEYSET-FORMAT.md states %s vectors (its parts sum to %d); the file has %d", m[1], sum, len(f.Vectors))
 	}
 	if !maps.Equal(stated, got) {
 		t.Errorf("KEYSET-FORMAT.md states %v; the file has %v", stated, got)
 	}
-	if n, _ := strconv.Atoi(m[3]); n != len(f.KEKFiles) {
+	if n := testkit.Must(strconv.Atoi(m[3])); n != len(f.KEKFiles) {
 		t.Errorf("KEYSET-FORMAT.md states %d kek_files; the file has %d", n, len(f.KEKFiles))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,7 +81,7 @@ type seenRequest struct {
 }
 
 func (s *docServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	body := testkit.Must(io.ReadAll(r.Body))
 	var req struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -114,7 +115,7 @@ func (s *docServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Params.Arguments != nil {
 		args = decode(s.t, req.Params.Arguments)
 	}
-	canon, _ := json.Marshal(args)
+	canon := testkit.Must(json.Marshal(args))
 	b := binding{req.Method, target, string(canon), user}
 	if req.Params.RequestState == nil {
 		s.askFor(w, req.ID, b)
@@ -166,7 +167,7 @@ func (s *docServer) askFor(w http.ResponseWriter, id json.RawMessage, b binding)
 func (s *docServer) rpcError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	b := testkit.Must(json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}}))
 	w.Write(b)
 }
 
@@ -186,7 +187,7 @@ func (s *docServer) message(doc map[string]any, id json.RawMessage, st string) [
 		res["requestState"] = st
 		m["result"] = res
 	}
-	b, _ := json.Marshal(m)
+	b := testkit.Must(json.Marshal(m))
 	return b
 }
 
@@ -295,7 +296,7 @@ func TestServeAsDocumented(t *testing.T) {
 			t.Errorf("%s did not run", id)
 		}
 	}
-	doc, _ := os.ReadFile(filepath.Join("..", "docs", "SCAN.md"))
+	doc := testkit.Must(os.ReadFile(filepath.Join("..", "docs", "SCAN.md")))
 	for _, shown := range []string{"`HTTP 401, an empty body`", "`HTTP 403 text/html: <html>...`", `(HTTP 400)`} {
 		if !bytes.Contains(doc, []byte(shown)) {
 			t.Errorf("docs/SCAN.md does not show a refusal as %s", shown)

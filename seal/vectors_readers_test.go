@@ -3,6 +3,7 @@ package seal
 import (
 	"encoding/hex"
 	"fmt"
+	"github.com/stateseal/stateseal/internal/testkit"
 	"maps"
 	"os"
 	"regexp"
@@ -112,7 +113,7 @@ func TestVectorCounts(t *testing.T) {
 		stated[strings.TrimSuffix(kind, "`")] = n
 		sum += n
 	}
-	if total, _ := strconv.Atoi(m[1]); total != len(vf.Vectors) || sum != total {
+	if total := testkit.Must(strconv.Atoi(m[1])); total != len(vf.Vectors) || sum != total {
 		t.Errorf("FORMAT.md states %s vectors (its parts sum to %d); the file has %d", m[1], sum, len(vf.Vectors))
 	}
 	if !maps.Equal(stated, got) {
@@ -131,9 +132,9 @@ func TestVectorCounts(t *testing.T) {
 	}
 	want := [3]int{}
 	for i := range want {
-		want[i], _ = strconv.Atoi(m[4+i])
+		want[i] = testkit.Must(strconv.Atoi(m[4+i]))
 	}
-	if n, _ := strconv.Atoi(m[3]); n != len(vf.ArgsVectors) || args != want {
+	if n := testkit.Must(strconv.Atoi(m[3])); n != len(vf.ArgsVectors) || args != want {
 		t.Errorf("FORMAT.md states %s args_vectors, %v accepted, refused, config; the file has %d, %v", m[3], want, len(vf.ArgsVectors), args)
 	}
 }

@@ -129,14 +129,22 @@ func legacyFlowVia(url, answerURL string, before func()) (fr flowResult) {
 	if before != nil {
 		before()
 	}
-	id, _ := json.Marshal(q["id"])
+	id, err := json.Marshal(q["id"])
+	if err != nil {
+		fr.err = err
+		return fr
+	}
 	ans, err := legacyPost(answerURL, sid, `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"action":"accept","content":{}}}`)
 	if err != nil {
 		fr.err = err
 		return fr
 	}
-	b, _ := io.ReadAll(ans.Body)
+	b, err := io.ReadAll(ans.Body)
 	ans.Body.Close()
+	if err != nil {
+		fr.err = err
+		return fr
+	}
 	fr.answerStatus, fr.answerBody, fr.ansBy = ans.StatusCode, string(b), ans.Header.Get("X-Served-By")
 	final, err := event()
 	if err != nil {

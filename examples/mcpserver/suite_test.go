@@ -89,7 +89,7 @@ func TestSuiteFixtures(t *testing.T) {
 		2: {`"enumNames":["Option One","Option Two","Option Three"]`, `"oneOf":[{"const":"value1","title":"First Option"}`,
 			`"anyOf":[{"const":"value1","title":"First Choice"}`, `"minItems":1`},
 	} {
-		b, _ := json.Marshal(asked[i].RequestedSchema)
+		b := testkit.Must(json.Marshal(asked[i].RequestedSchema))
 		for _, w := range want {
 			if !strings.Contains(string(b), w) {
 				t.Errorf("elicitation %d: schema %s lacks %s", i, b, w)
