@@ -114,16 +114,7 @@ func TestDurableFailover(t *testing.T) {
 // under a durable epoch makes the epoch an ordinary one, which the next
 // failover moves: that record was never waited for.
 func TestDurableMixedGuards(t *testing.T) {
-	primary := testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
-	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
-	replica := testservers.StartRedisVolatile(t, "--replicaof", host, port)
-	pc, rc := newClient(t, primary.Addr()), newClient(t, replica.Addr())
-	eventually(t, 10*time.Second, "the replica's first sync", func() error {
-		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
-			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
-		}
-		return nil
-	})
+	primary, _, pc, rc := replicated(t)
 	var logs syncBuffer
 	g := newGuard(t, pc, redisguard.Options{MinReplicas: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	// The durable guard makes the epoch before the other guard exists:
@@ -174,16 +165,7 @@ func TestDurableMixedGuards(t *testing.T) {
 // after a quiet spell keeps the epoch: the heartbeat does not depend on
 // traffic.
 func TestDurableQuiet(t *testing.T) {
-	primary := testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
-	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
-	replica := testservers.StartRedisVolatile(t, "--replicaof", host, port)
-	pc, rc := newClient(t, primary.Addr()), newClient(t, replica.Addr())
-	eventually(t, 10*time.Second, "the replica's first sync", func() error {
-		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
-			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
-		}
-		return nil
-	})
+	primary, _, pc, rc := replicated(t)
 	g := newGuard(t, pc, redisguard.Options{MinReplicas: 1})
 	epoch := testkit.Must(g.Epoch(ctx))
 	h0 := testkit.Must(pc.HGet(ctx, "stateseal:used:epoch", "h").Int64())
@@ -282,6 +264,24 @@ func TestDurableRestartFromSnapshot(t *testing.T) {
 		t.Fatalf("a state used after the snapshot: %v", err)
 	}
 	l.check(t, "before", "after-snapshot")
+}
+
+// replicated starts a primary with one replica, each without
+// persistence, and returns them and a client of each once the replica
+// has had its first sync.
+func replicated(t *testing.T) (primary, replica *testservers.Redis, pc, rc goredis.UniversalClient) {
+	t.Helper()
+	primary = testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
+	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
+	replica = testservers.StartRedisVolatile(t, "--replicaof", host, port)
+	pc, rc = newClient(t, primary.Addr()), newClient(t, replica.Addr())
+	eventually(t, 10*time.Second, "the replica's first sync", func() error {
+		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
+			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
+		}
+		return nil
+	})
+	return primary, replica, pc, rc
 }
 
 // heartbeat waits until the durable guards' heartbeat in the epoch key,
@@ -405,16 +405,7 @@ func commands(b *testing.B, c goredis.UniversalClient) [2]int64 {
 // writes it again there, and WAITs for it: the use counts once, and the
 // replica holds it.
 func TestDurableLostReply(t *testing.T) {
-	primary := testservers.StartRedisVolatile(t, "--repl-diskless-sync-delay", "0")
-	host, port := testkit.Must2(net.SplitHostPort(primary.Addr()))
-	replica := testservers.StartRedisVolatile(t, "--replicaof", host, port)
-	pc, rc := newClient(t, primary.Addr()), newClient(t, replica.Addr())
-	eventually(t, 10*time.Second, "the replica's first sync", func() error {
-		if n, err := pc.Do(ctx, "WAIT", 1, 100).Int64(); err != nil || n != 1 {
-			return fmt.Errorf("%d replicas acknowledged: %v", n, err)
-		}
-		return nil
-	})
+	primary, _, _, rc := replicated(t)
 	p := startProxy(t, primary.Addr())
 	g := newGuard(t, newClient(t, p.Addr()), redisguard.Options{Timeout: 5 * time.Second, MinReplicas: 1})
 	at := issued(t, g)
