@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stateseal/stateseal/internal/testkit"
 	"github.com/stateseal/stateseal/internal/testservers"
+	"github.com/stateseal/stateseal/stores/redis"
 )
 
 // balancer is a round-robin reverse proxy over gateways, request by
@@ -240,4 +242,69 @@ func TestBridgeFleet(t *testing.T) {
 		t.Fatalf("%d payments after the kill, want %d: a flow held by the killed gateway paid", len(n), flows)
 	}
 	t.Logf("kill -9 of the gateway holding %d calls: each answer refused 404 (%q), each stream cut, none paid", killed, "gone")
+}
+
+// TestBridgeRedisRestart: the Redis that relays answers restarts without
+// persistence while a call waits on gateway a. The answer, sent to b
+// while Redis is down, is refused 503 (try again) and taken nowhere;
+// once both gateways have subscribed again, the same answer is taken by
+// a and the flow pays, once.
+func TestBridgeRedisRestart(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	ledger := newLedger(t)
+	up := startPay(t, ledger)
+	args := []string{"-upstream", up.URL(), "-keyset", keysetDir(t), "-bridge-redis", r.URL(), "-bridge-answer-timeout", "2m"}
+	a, b := startGatewayProc(t, args...), startGatewayProc(t, args...)
+	rc := testkit.Must(redis.NewClient(r.URL()))
+	defer rc.Close()
+	resp := testkit.Must(legacyPost(a.proxy, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`))
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	// b's bridge starts (and subscribes) at its first bridged request.
+	resp = testkit.Must(legacyPost(b.proxy, sid, `{"jsonrpc":"2.0","id":9,"method":"ping"}`))
+	resp.Body.Close()
+	subscribed := func() bool {
+		chs, err := rc.PubSubChannels(context.Background(), "stateseal:bridge:*").Result()
+		return err == nil && len(chs) == 2
+	}
+	waitFor(t, "both gateways subscribed", subscribed)
+	call := testkit.Must(legacyPost(a.proxy, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{}}}`))
+	defer call.Body.Close()
+	sc := bufio.NewScanner(call.Body)
+	event := func() map[string]any {
+		for sc.Scan() {
+			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
+				var m map[string]any
+				testkit.Check(json.Unmarshal(d, &m))
+				return m
+			}
+		}
+		t.Fatalf("the stream ended: %v", sc.Err())
+		return nil
+	}
+	q := event()
+	answer := `{"jsonrpc":"2.0","id":` + string(testkit.Must(json.Marshal(q["id"]))) + `,"result":{"action":"accept","content":{}}}`
+	r.Stop()
+	resp = testkit.Must(legacyPost(b.proxy, sid, answer))
+	body := testkit.Must(io.ReadAll(resp.Body))
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || bytes.Contains(body, []byte("127.0.0.1")) {
+		t.Fatalf("an answer relayed while Redis is down: %d %s, want 503 with Retry-After and no address", resp.StatusCode, body)
+	}
+	if n := executions(t, ledger); len(n) != 0 {
+		t.Fatalf("paid with Redis down: %v", n)
+	}
+	r.Start()
+	waitFor(t, "both gateways subscribed again", subscribed)
+	resp = testkit.Must(legacyPost(b.proxy, sid, answer))
+	resp.Body.Close()
+	if resp.StatusCode != 202 {
+		t.Fatalf("the same answer once Redis is back: %d, want 202", resp.StatusCode)
+	}
+	if final := event(); !strings.Contains(fmt.Sprint(final["result"]), "paid") {
+		t.Fatalf("final: %v", final)
+	}
+	if n := noDoubles(t, ledger); len(n) != 1 {
+		t.Fatalf("%d payments, want 1", len(n))
+	}
 }
