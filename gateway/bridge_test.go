@@ -397,11 +397,16 @@ func TestBridgeEnds(t *testing.T) {
 	if m, ok := <-ch; ok {
 		t.Fatalf("a cancelled call answered: %v", m)
 	}
-	// Left.
+	// Left (a reconnect: the stream cut, then the answer on a new
+	// connection): the call ended with its stream, and its answer is
+	// refused.
 	ch, cut := c.call(2, "pay")
-	next(t, ch)
+	left := next(t, ch)
 	cut()
 	waitFor(t, "the call's end", func() bool { return g.Bridge.Pending() == 0 })
+	if code, _ := c.answer(left["id"], `{"action":"accept","content":{"ok":true}}`); code != 404 {
+		t.Fatalf("an answer after the client left: %d, want 404", code)
+	}
 	// Timed out.
 	ch, _ = c.call(3, "pay")
 	q := next(t, ch)
