@@ -359,5 +359,11 @@ func (o *legacyStream) final(msg []byte) {
 		writeJSON(o.w, http.StatusOK, msg)
 		return
 	}
+	// A client that does not read its stream does not hold the handler
+	// past this, whatever ended the call.
+	o.deadline = time.Now().Add(finalWriteTimeout)
 	o.event(msg)
 }
+
+// finalWriteTimeout bounds the write of a call's last event.
+const finalWriteTimeout = time.Minute
