@@ -28,5 +28,12 @@
 // gateway read and gives the client only what the gateway read of the
 // answer (no 1xx response, no trailer, no upgrade).
 //
+// Clients of the 2025 protocols, in front of an upstream that speaks
+// only 2026-07-28, are served by a Bridge (Gateway.Bridge, bridge*.go):
+// it answers their initialize and sessions, sends their requests through
+// the same walk in the 2026-07-28 form, and carries out input_required
+// as their protocol's own requests on the call's stream; a Relay
+// (gateway/redisrelay) carries their answers across a fleet.
+//
 // docs/GATEWAY.md has the deployment guide.
 package gateway
