@@ -59,7 +59,10 @@ type envelope struct {
 }
 
 // Listen subscribes to instance's channel; verdicts on the answers this
-// Relay sends come back on it too.
+// Relay sends come back on it too. The stop it returns ends the
+// subscription and returns once Redis counts no listener on the channel
+// (or after 2 s): from then on, an answer sent to instance is told
+// gateway.ErrRelayGone at once.
 func (r *Relay) Listen(instance string, take func(gateway.RelayedAnswer) error) (func(), error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := r.c.Subscribe(ctx, Prefix+instance)
@@ -111,7 +114,42 @@ func (r *Relay) Listen(instance string, take func(gateway.RelayedAnswer) error) 
 			}
 		}
 	}()
-	return func() { cancel(); sub.Close(); <-done }, serr
+	stop := func() {
+		// Close alone returns before Redis has seen the connection go:
+		// until it has, PUBLISH still counts this instance, and an
+		// answer sent then waits out its sender's timeout instead of
+		// being told gone. So stop returns once Redis counts no
+		// listener here (within a bound, for a Redis slow or down).
+		uctx, ucancel := context.WithTimeout(context.Background(), stopWait)
+		defer ucancel()
+		sub.Unsubscribe(uctx, Prefix+instance)
+		sub.Close()
+		r.unheard(uctx, Prefix+instance)
+		cancel()
+		<-done
+	}
+	return stop, serr
+}
+
+// stopWait bounds how long a stop waits for Redis to drop its listener.
+const stopWait = 2 * time.Second
+
+// unheard waits, within ctx, until Redis counts no subscriber on
+// channel.
+func (r *Relay) unheard(ctx context.Context, channel string) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		n, err := r.c.PubSubNumSub(ctx, channel).Result()
+		if err == nil && n[channel] == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Send publishes a on instance's channel and waits, within ctx, for its
