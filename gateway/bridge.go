@@ -33,6 +33,12 @@ import (
 // requests to one instance (docs/GATEWAY.md, "Clients of the 2025
 // protocols").
 //
+// A call waiting for its client's answers gives its handler back to
+// net/http and holds its HTTP/1.1 connection itself (bridge_park.go), so
+// that thousands of calls waiting for people cost little; net/http's
+// Shutdown neither waits for nor closes such a call: a server that stops
+// gracefully calls Shutdown after http.Server.Shutdown.
+//
 // The bridge is the gateway's one seam for those clients (bridge*.go):
 // a request that does not say 2026-07-28 in its MCP-Protocol-Version
 // header goes to it, and a 2026-07-28 request walks as it always has.
@@ -76,6 +82,7 @@ type Bridge struct {
 	stopRelay func()
 	instance  string // this bridge's id in the input request ids it makes
 	pending   pendingCalls
+	parked    parkedCalls
 }
 
 // Bridge defaults.
@@ -145,14 +152,17 @@ func (b *Bridge) Pending() int {
 // walk as it came (walkOnly). A 2026-07-28 request, or one naming a
 // version no one knows, walks: the upstream answers it.
 func (g *Gateway) bridged(r *http.Request) bool {
-	if g.Bridge == nil || g.passThrough(r) || r.Context().Value(walkOnly{}) != nil {
+	if g.Bridge == nil {
 		return false
 	}
 	v, ok := r.Header[headerVersion]
-	if !ok {
-		return r.Method == http.MethodPost || len(r.Header[headerSession]) > 0
+	if ok && (len(v) != 1 || !slices.Contains(bridgeVersions, v[0])) {
+		return false // first: a 2026-07-28 request pays one header lookup
 	}
-	return len(v) == 1 && slices.Contains(bridgeVersions, v[0])
+	if g.passThrough(r) || r.Context().Value(walkOnly{}) != nil {
+		return false
+	}
+	return ok || r.Method == http.MethodPost || len(r.Header[headerSession]) > 0
 }
 
 // walkOnly marks a request the bridge read and gives back to the walk.

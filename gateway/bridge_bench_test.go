@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -33,18 +34,17 @@ import (
 
 // BenchmarkBridgePending: the memory of 10,000 bridged calls waiting
 // for their clients' answers on one gateway, each on its own client
-// connection (raw sockets that hold nothing in this process's heap): the
-// heap and stacks in use after, less before, per call; the upstream is
+// connection, held by another process (this test binary again,
+// TestBridgeHolder): the heap and stacks in use after, less before, per
+// call, the server's side of each connection included; the upstream is
 // in process too, its pooled connections counted.
 func BenchmarkBridgePending(b *testing.B) {
-	// Both ends of every connection are in this process: 2 descriptors
-	// a call. Raised if the process may; else fewer calls, said.
 	pending := 10000
 	if os.Getenv("BRIDGE_HEAP_PROFILE") != "" {
 		runtime.MemProfileRate = 4096
 	}
-	if lim, ok := raiseFiles(2*pending + 1000); !ok {
-		pending = (lim - 1000) / 2
+	if lim, ok := raiseFiles(pending + 1000); !ok {
+		pending = lim - 1000
 		b.Logf("open files limited to %d: %d pending calls", lim, pending)
 	}
 	up := &bridgeUpstream{quiet: true}
@@ -62,9 +62,15 @@ func BenchmarkBridgePending(b *testing.B) {
 	sid := bridgeSession(b, gs.URL+"/mcp")
 	for b.Loop() {
 		before, bs := inUse(), stacks()
-		conns := make([]net.Conn, 0, pending)
-		for i := range pending {
-			conns = append(conns, holdCall(b, addr, sid, i))
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBridgeHolder$", "-test.bench=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("STATESEAL_BRIDGE_HOLD=%s %s %d", addr, sid, pending))
+		cmd.Stderr = os.Stderr
+		stdin := testkit.Must(cmd.StdinPipe())
+		stdout := testkit.Must(cmd.StdoutPipe())
+		testkit.Check(cmd.Start())
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "held\n" {
+			cmd.Process.Kill()
+			b.Fatalf("the holder: %q, %v", line, err)
 		}
 		after, as := inUse(), stacks()
 		if f := os.Getenv("BRIDGE_HEAP_PROFILE"); f != "" {
@@ -78,12 +84,38 @@ func BenchmarkBridgePending(b *testing.B) {
 		b.ReportMetric(float64(after-before)/float64(pending), "B/pending")
 		b.ReportMetric(float64(pending), "pending")
 		b.ReportMetric(float64(as-bs)/float64(pending), "stack-B/pending")
-		for _, cn := range conns {
-			cn.Close()
-		}
+		stdin.Close() // the holder closes its connections and exits
+		testkit.Check(cmd.Wait())
 		for deadline := time.Now().Add(time.Minute); g.Bridge.Pending() > 0 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestBridgeHolder is BenchmarkBridgePending's other process: it starts
+// the calls, says "held" once each waits, and holds them until its
+// stdin closes. It does nothing when run as a test.
+func TestBridgeHolder(t *testing.T) {
+	spec := os.Getenv("STATESEAL_BRIDGE_HOLD")
+	if spec == "" {
+		t.Skip("BenchmarkBridgePending's holder process")
+	}
+	var addr, sid string
+	var n int
+	if _, err := fmt.Sscanf(spec, "%s %s %d", &addr, &sid, &n); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raiseFiles(n + 100); !ok {
+		t.Fatalf("cannot open %d files", n+100)
+	}
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
+		conns = append(conns, holdCall(t, addr, sid, i))
+	}
+	fmt.Println("held")
+	io.Copy(io.Discard, os.Stdin)
+	for _, cn := range conns {
+		cn.Close()
 	}
 }
 
@@ -121,7 +153,7 @@ func bridgeSession(b *testing.B, u string) string {
 
 // holdCall starts a call that needs input on a raw connection and
 // returns once its input request arrived: the call waits.
-func holdCall(b *testing.B, addr, sid string, id int) net.Conn {
+func holdCall(b testing.TB, addr, sid string, id int) net.Conn {
 	cn, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)
@@ -229,8 +261,8 @@ func bridgedFlow(b *testing.B, hc *http.Client, u, sid string) {
 
 // BenchmarkBridgeOff2026: the same 2026-07-28 two-round flow (in memory,
 // as BenchmarkGatewayFlow) through a gateway without a bridge and one
-// with, alternated flow by flow in one run: a 2026-07-28 request pays
-// only the bridge's routing check.
+// with, alternated flow by flow in one run, the median flow of each: a
+// 2026-07-28 request pays only the bridge's routing check.
 func BenchmarkBridgeOff2026(b *testing.B) {
 	mk := func(br *Bridge) *Gateway {
 		ring := testkit.Must(keyring.Generate(keyring.AEAD))
@@ -263,19 +295,21 @@ func BenchmarkBridgeOff2026(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	var tOff, tOn time.Duration
+	// Medians: a collection's pause lands on either side at random, and
+	// one pause outweighs the difference measured.
+	var tOff, tOn []time.Duration
 	n := 0
 	for b.Loop() {
 		if n%2 == 0 {
-			tOff += flow(off)
-			tOn += flow(on)
+			tOff = append(tOff, flow(off))
+			tOn = append(tOn, flow(on))
 		} else {
-			tOn += flow(on)
-			tOff += flow(off)
+			tOn = append(tOn, flow(on))
+			tOff = append(tOff, flow(off))
 		}
 		n++
 	}
-	b.ReportMetric(float64(tOff.Nanoseconds())/float64(n), "ns/flow-off")
-	b.ReportMetric(float64(tOn.Nanoseconds())/float64(n), "ns/flow-on")
-	b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
+	b.ReportMetric(float64(p50(tOff).Nanoseconds()), "ns/flow-off")
+	b.ReportMetric(float64(p50(tOn).Nanoseconds()), "ns/flow-on")
+	b.ReportMetric(float64(p50(tOn))/float64(p50(tOff)), "on/off")
 }

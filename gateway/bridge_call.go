@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -33,16 +34,30 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 		return
 	}
 	name := targetOf(m.Method, params)
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
+	// The call's context outlives the handler's once the call parks
+	// (bridge_park.go); until then the request's ends it.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	c := &bridgeCall{key: callKey{s.Nonce, string(compact(m.ID))}, principal: s.principal, cancel: cancel}
 	if !b.pending.add(c) {
+		cancel(nil)
 		out.send(m.ID, nil, &rpcError{Code: codeInvalidRequest, Message: "gateway: a call with this id is already in progress in this session"})
 		return
 	}
-	defer b.pending.end(c)
 	out.done = func() { b.pending.end(c) } // before the final answer: the client may reuse the id once it has it
+	// What the rounds need of r, and nothing that holds its connection
+	// (its body reads from net/http's buffers).
+	rr := r.WithContext(ctx)
+	rr.Body = http.NoBody
+	g.runCall(w, r, out, ctx, cancel, func(ctx context.Context) {
+		defer cancel(nil)
+		defer b.pending.end(c)
+		g.bridgeRounds(ctx, rr, out, c, s, m, params, name)
+	})
+}
 
+// bridgeRounds runs a call's rounds until its final answer.
+func (g *Gateway) bridgeRounds(ctx context.Context, r *http.Request, out *legacyStream, c *bridgeCall, s *session, m *legacyMessage, params map[string]jsontext.Value, name string) {
+	b := g.Bridge
 	for round := 0; ; round++ {
 		resp, err := g.round(ctx, r, m.Method, name, params, func(note []byte) error { return out.event(note) })
 		if err != nil {
@@ -80,8 +95,8 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 			// Bounded in number, overall and per principal: refused
 			// before any input request goes to the client.
 			if !out.started {
-				w.Header().Set("Retry-After", "1")
-				writeJSON(w, http.StatusServiceUnavailable, errorMessage(m.ID, rpcError{Code: codeInternalError, Message: err.Error()}))
+				out.w.Header().Set("Retry-After", "1")
+				writeJSON(out.w, http.StatusServiceUnavailable, errorMessage(m.ID, rpcError{Code: codeInternalError, Message: err.Error()}))
 				return
 			}
 			out.send(m.ID, nil, &rpcError{Code: codeInternalError, Message: err.Error()})
@@ -155,6 +170,7 @@ func (g *Gateway) bridgeInput(ctx context.Context, out *legacyStream, c *bridgeC
 			return nil, &rpcError{Code: codeInternalError, Message: "gateway: " + err.Error()}
 		}
 	}
+	out.park() // the call waits: its connection's memory goes back
 	got := make(map[string]jsontext.Value, len(keys))
 	for len(got) < len(keys) {
 		select {
@@ -296,10 +312,12 @@ func (b *Bridge) takeAnswer(w http.ResponseWriter, r *http.Request, s *session, 
 // final answer comes before anything else, else an SSE stream whose
 // events are the notifications, the input requests and the answer.
 type legacyStream struct {
-	w        http.ResponseWriter
+	w        http.ResponseWriter // nil once parked
 	started  bool
 	deadline time.Time // for each write, if not zero
 	done     func()    // called before the final answer is written
+	hand     *handoff  // nil: the call cannot park
+	conn     net.Conn  // once parked: the connection, written in chunks
 }
 
 // event writes one message as an SSE event, starting the stream.
@@ -309,18 +327,24 @@ func (o *legacyStream) event(msg []byte) error {
 		h := o.w.Header()
 		h["Content-Type"] = sseType
 		h.Set("Cache-Control", "no-cache")
+		if o.hand != nil {
+			h.Set("Connection", "close") // it may park: the connection is not given back
+		}
 		o.w.WriteHeader(http.StatusOK)
 	}
 	var c jsontext.Value = append([]byte(nil), msg...)
 	if c.Compact() != nil {
 		return errors.New("a message that is not JSON")
 	}
+	if o.conn != nil {
+		return o.chunk(sseEvent(c), false)
+	}
 	rc := http.NewResponseController(o.w)
 	if !o.deadline.IsZero() {
 		rc.SetWriteDeadline(o.deadline)
 		defer rc.SetWriteDeadline(time.Time{})
 	}
-	if _, err := fmt.Fprintf(o.w, "event: message\ndata: %s\n\n", c); err != nil {
+	if _, err := o.w.Write(sseEvent(c)); err != nil {
 		return err
 	}
 	return rc.Flush()
@@ -362,7 +386,19 @@ func (o *legacyStream) final(msg []byte) {
 	// A client that does not read its stream does not hold the handler
 	// past this, whatever ended the call.
 	o.deadline = time.Now().Add(finalWriteTimeout)
+	if o.conn != nil {
+		var c jsontext.Value = append([]byte(nil), msg...)
+		if c.Compact() == nil {
+			o.chunk(sseEvent(c), true)
+		}
+		return
+	}
 	o.event(msg)
+}
+
+// sseEvent is msg, compact JSON, as one SSE event.
+func sseEvent(msg []byte) []byte {
+	return fmt.Appendf(nil, "event: message\ndata: %s\n\n", msg)
 }
 
 // finalWriteTimeout bounds the write of a call's last event.

@@ -138,6 +138,7 @@ type legacyClient struct {
 	url, who string
 	caps     string
 	sid      string
+	hc       *http.Client // nil: http.DefaultClient
 	mu       sync.Mutex
 	seen     bytes.Buffer
 }
@@ -155,7 +156,11 @@ func (c *legacyClient) do(method, body string, hdr map[string]string) (*http.Res
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp := testkit.Must(http.DefaultClient.Do(req))
+	hc := c.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp := testkit.Must(hc.Do(req))
 	b := testkit.Must(io.ReadAll(resp.Body))
 	resp.Body.Close()
 	c.mu.Lock()

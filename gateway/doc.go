@@ -33,7 +33,9 @@
 // it answers their initialize and sessions, sends their requests through
 // the same walk in the 2026-07-28 form, and carries out input_required
 // as their protocol's own requests on the call's stream; a Relay
-// (gateway/redisrelay) carries their answers across a fleet.
+// (gateway/redisrelay) carries their answers across a fleet. A call
+// waiting for its client's answers holds its connection itself, off
+// net/http's books: call Bridge.Shutdown after http.Server.Shutdown.
 //
 // docs/GATEWAY.md has the deployment guide.
 package gateway

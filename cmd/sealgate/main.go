@@ -230,6 +230,14 @@ func run(ctx context.Context, c *Config, logw io.Writer) error {
 			errs = append(errs, err)
 		}
 	}
+	if g.Bridge != nil {
+		// Bridged calls waiting for answers hold their connections
+		// themselves: net/http's Shutdown does not see them. Answers
+		// relayed from other instances still reach them meanwhile.
+		if err := g.Bridge.Shutdown(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("bridged calls cut: %w", err))
+		}
+	}
 	<-loaded
 	if len(errs) > 0 {
 		log.Warn("sealgate: shutdown deadline passed; closed the connections left", "err", errors.Join(errs...))
