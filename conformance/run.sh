@@ -32,8 +32,9 @@
 #
 # Installs the pinned suite and Node.js 22 (and the TypeScript SDK, for the
 # ts targets: its server, and its client in ts-client, which
-# internal/clients' TestTypeScriptClient runs under `go test`) from the
-# npm registry first, with npm ci. Exits non-zero
+# internal/clients' TestTypeScriptClient and TestTypeScriptClientTSServer
+# run under `go test`, the latter with this server) from the npm registry
+# first, with npm ci. Exits non-zero
 # unless every target has the expected result: for the input-required
 # targets 16/16 with no failure and no warning, or for ts exactly the
 # expected failures (a scenario written NAME@VERSION runs with

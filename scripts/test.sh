@@ -7,7 +7,7 @@
 # servers (scripts/install-servers.sh; Vault builds once per machine, in
 # about ten minutes), and the conformance step installs its pinned suite
 # and Node.js 22 from the npm registry itself (and the TypeScript SDK's
-# client, which internal/clients tests under the race step).
+# client and server, which internal/clients tests under the race step).
 #
 #   FUZZTIME=1000000x bash scripts/test.sh
 #

@@ -3,7 +3,10 @@
 // the same tools, keys and texts as examples/mcpserver. Like most servers
 // written today, it does NOT protect its requestState: it trusts whatever
 // string comes back. conformance/run.sh runs the suite against it directly
-// (it fails tampered-state) and behind sealgate (it passes).
+// (it fails tampered-state) and behind sealgate (it passes);
+// internal/clients' TestTypeScriptClientTSServer runs the TypeScript
+// client at its default protocol (2025-11-25) through sealgate's bridge
+// in front of it.
 //
 // Node.js 22 runs this file as it is (type stripping: only erasable
 // TypeScript syntax here):

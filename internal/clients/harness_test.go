@@ -31,8 +31,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, p := range procs {
-		p.cmd.Process.Kill()
-		<-p.exited
+		p.stop()
 	}
 	if envDir != "" {
 		os.RemoveAll(envDir)
@@ -80,7 +79,24 @@ func targets(t *testing.T) *env {
 	return theEnv
 }
 
-func newEnv() (*env, error) {
+// A base is what every target is made of: the example server's and
+// sealgate's binaries, and a keyset whose key activated an hour ago, in
+// a directory that TestMain removes.
+type base struct{ dir, keyset string }
+
+var (
+	baseOnce sync.Once
+	theBase  *base
+	baseErr  error
+)
+
+// bases builds (once per test binary) the binaries and the keyset.
+func bases() (*base, error) {
+	baseOnce.Do(func() { theBase, baseErr = newBase() })
+	return theBase, baseErr
+}
+
+func newBase() (*base, error) {
 	dir, err := os.MkdirTemp("", "stateseal-clients-env-")
 	if err != nil {
 		return nil, err
@@ -102,6 +118,43 @@ func newEnv() (*env, error) {
 	if _, err := rotation.Init(context.Background(), ks, "local:stateseal.kek", keyring.AEAD, keyring.DefaultPolicy(), o); err != nil {
 		return nil, err
 	}
+	return &base{dir, ks}, nil
+}
+
+// A gatewayProc is a sealgate the tests started: its MCP endpoint, its
+// admin listener (/metrics) and its process.
+type gatewayProc struct {
+	url, admin string
+	proc
+}
+
+// startGateway starts sealgate in front of upstream (an MCP endpoint),
+// with the base's keyset, audience gatewayAudience, every client
+// anonymous, and args after those; it returns once /readyz answers 200.
+// The caller stops it.
+func (b *base) startGateway(name, upstream string, args ...string) (gatewayProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return gatewayProc{}, err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return gatewayProc{}, err
+	}
+	args = append([]string{"-upstream", strings.TrimSuffix(upstream, "/mcp"), "-audience", gatewayAudience, "-principal", "anonymous",
+		"-keyset", b.keyset, "-listen", "127.0.0.1:" + strconv.Itoa(port), "-admin-listen", "127.0.0.1:" + strconv.Itoa(admin),
+		"-log-format", "text"}, args...)
+	g := gatewayProc{url: "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp", admin: "http://127.0.0.1:" + strconv.Itoa(admin)}
+	g.proc, err = start(b.dir, name, httpReady(g.admin+"/readyz"), filepath.Join(b.dir, "sealgate"), args...)
+	return g, err
+}
+
+func newEnv() (*env, error) {
+	b, err := bases()
+	if err != nil {
+		return nil, err
+	}
+	dir, ks := b.dir, b.keyset
 	dead, err := freePort()
 	if err != nil {
 		return nil, err
@@ -117,19 +170,11 @@ func newEnv() (*env, error) {
 		return base + "/mcp", startProc(dir, name, base+"/readyz", filepath.Join(dir, "mcpserver"), args...)
 	}
 	gateway := func(name, upstream string, args ...string) (string, error) {
-		port, err := freePort()
-		if err != nil {
-			return "", err
+		g, err := b.startGateway(name, upstream, args...)
+		if err == nil {
+			procs = append(procs, g.proc)
 		}
-		admin, err := freePort()
-		if err != nil {
-			return "", err
-		}
-		args = append([]string{"-upstream", strings.TrimSuffix(upstream, "/mcp"), "-audience", gatewayAudience, "-principal", "anonymous",
-			"-keyset", ks, "-listen", "127.0.0.1:" + strconv.Itoa(port), "-admin-listen", "127.0.0.1:" + strconv.Itoa(admin),
-			"-log-format", "text"}, args...)
-		return "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp",
-			startProc(dir, name, "http://127.0.0.1:"+strconv.Itoa(admin)+"/readyz", filepath.Join(dir, "sealgate"), args...)
+		return g.url, err
 	}
 	e := &env{direct: target{name: "server"}, gateway: target{name: "gateway"}}
 	var plain string
@@ -200,38 +245,67 @@ type proc struct {
 	exited chan struct{} // closed once Wait returned
 }
 
-// startProc starts a process with its log in dir and waits until ready
-// answers 200.
+// stop kills the process and waits until it has exited.
+func (p proc) stop() {
+	p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// startProc starts a process with its log in dir, waits until ready
+// answers 200, and leaves it to TestMain to stop.
 func startProc(dir, name, ready, path string, args ...string) error {
+	p, err := start(dir, name, httpReady(ready), path, args...)
+	if err == nil {
+		procs = append(procs, p)
+	}
+	return err
+}
+
+// httpReady is a readiness check: url answers 200.
+func httpReady(url string) func(log []byte) bool {
+	return func([]byte) bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+}
+
+// start starts a process with its log (stdout and stderr) in
+// dir/name.log and waits, a minute at most, until ready, handed the log
+// so far, says it is; the caller stops it. A process that exits or is
+// not ready in time is an error that holds its log.
+func start(dir, name string, ready func(log []byte) bool, path string, args ...string) (proc, error) {
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
-		return err
+		return proc{}, err
 	}
+	defer logf.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return err
+		return proc{}, err
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	procs = append(procs, proc{cmd, exited})
+	p := proc{cmd, exited}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if resp, err := http.Get(ready); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if ready(testkit.Must(os.ReadFile(logf.Name()))) {
+			return p, nil
 		}
 		select {
 		case <-exited:
 			out := testkit.Must(os.ReadFile(logf.Name()))
-			return fmt.Errorf("%s exited:\n%s", name, out)
+			return proc{}, fmt.Errorf("%s exited:\n%s", name, out)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
+			p.stop()
 			out := testkit.Must(os.ReadFile(logf.Name()))
-			return fmt.Errorf("%s did not become ready:\n%s", name, out)
+			return proc{}, fmt.Errorf("%s did not become ready:\n%s", name, out)
 		}
 	}
 }

@@ -25,31 +25,41 @@ type tsLine struct {
 	Error              *struct {
 		Class, Message, Text string
 		Code                 int
-		Data                 struct{ Reason string }
+		Data                 struct {
+			Reason               string
+			RequiredCapabilities map[string]any
+		}
 	}
+	// In the fixtures mode: the protocol the client negotiated, the input
+	// requests its handlers answered and those that came over the wire
+	// (by method), and where what it sent or received held the
+	// 2026-07-28 input-required vocabulary (requestState,
+	// inputRequests, inputResponses, resultType input_required).
+	Protocol      string
+	Handled, Wire map[string]int
+	Leaks         []string
 }
 
-// TestTypeScriptClient: the TypeScript SDK's client (Client.callTool with
-// versionNegotiation 'auto', or pinned to 2026-07-28) completes the flows, the fixtures' schemas
-// included, and sees each refusal as a ProtocolError whose message and
-// data.reason say the reason; with its default protocol (2025-11-25) no
-// input-required flow completes against a stateless server.
-func TestTypeScriptClient(t *testing.T) {
-	for _, p := range []string{node, filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "client")} {
+// installed skips the test (fails it under CI) unless every path exists:
+// Node.js and the packages conformance/run.sh installs.
+func installed(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
-			msg := "the TypeScript client is not installed (" + p + "): run 'bash conformance/run.sh ts'"
+			msg := "the TypeScript SDK is not installed (" + p + "): run 'bash conformance/run.sh ts'"
 			if os.Getenv("CI") != "" {
 				t.Fatal(msg)
 			}
 			t.Skip(msg)
 		}
 	}
-	e := targets(t)
-	config := testkit.Must(json.Marshal(map[string]any{"targets": []map[string]string{
-		{"name": "server", "url": e.direct.url, "unavailable": e.direct.unavailable, "expired": e.direct.expired},
-		{"name": "gateway", "url": e.gateway.url, "unavailable": e.gateway.unavailable, "expired": e.gateway.expired},
-	}}))
-	cmd := exec.Command(node, "client.ts", string(config))
+}
+
+// runTSClient runs conformance/ts-client/client.ts with config and
+// returns the lines it printed, by target and case.
+func runTSClient(t *testing.T, config any) map[string]tsLine {
+	t.Helper()
+	cmd := exec.Command(node, "client.ts", string(testkit.Must(json.Marshal(config))))
 	cmd.Dir = tsDir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -65,6 +75,21 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 		seen[l.Target+"/"+l.Case] = l
 	}
+	return seen
+}
+
+// TestTypeScriptClient: the TypeScript SDK's client (Client.callTool with
+// versionNegotiation 'auto', or pinned to 2026-07-28) completes the flows, the fixtures' schemas
+// included, and sees each refusal as a ProtocolError whose message and
+// data.reason say the reason; with its default protocol (2025-11-25) no
+// input-required flow completes against a stateless server.
+func TestTypeScriptClient(t *testing.T) {
+	installed(t, node, filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "client"))
+	e := targets(t)
+	seen := runTSClient(t, map[string]any{"targets": []map[string]string{
+		{"name": "server", "url": e.direct.url, "unavailable": e.direct.unavailable, "expired": e.direct.expired},
+		{"name": "gateway", "url": e.gateway.url, "unavailable": e.gateway.unavailable, "expired": e.gateway.expired},
+	}})
 	for _, target := range []string{"server", "gateway"} {
 		for c, want := range map[string]string{
 			"fleet_flow":  "flow 1 done after 3 rounds",
