@@ -87,6 +87,7 @@ func (g *Gateway) bridgeRounds(ctx context.Context, r *http.Request, out *legacy
 			delete(res, "resultType")
 			delete(res, "requestState")
 			delete(res, "inputRequests")
+			dropServerInfo(res)
 			final, _ := json.Marshal(res, json.Deterministic(true))
 			out.sendRaw(m.ID, final, nil)
 			return
@@ -187,6 +188,25 @@ func (g *Gateway) bridgeInput(ctx context.Context, out *legacyStream, c *bridgeC
 	}
 	v, _ := json.Marshal(got, json.Deterministic(true))
 	return v, nil
+}
+
+// dropServerInfo removes 2026-07-28's serverInfo from a result's _meta
+// (a 2025 client had it in initialize), and _meta with it if nothing
+// else is left; the upstream's own keys stay.
+func dropServerInfo(res map[string]jsontext.Value) {
+	var meta map[string]jsontext.Value
+	if v, ok := res["_meta"]; !ok || json.Unmarshal(v, &meta) != nil {
+		return
+	}
+	if _, ok := meta[metaServer]; !ok {
+		return
+	}
+	delete(meta, metaServer)
+	if len(meta) == 0 {
+		delete(res, "_meta")
+		return
+	}
+	res["_meta"], _ = json.Marshal(meta, json.Deterministic(true))
 }
 
 // declared says why the client cannot be sent an input request of

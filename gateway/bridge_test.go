@@ -108,7 +108,8 @@ func (u *bridgeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u.executions.Add(1)
 	b := testkit.Must(json.Marshal(answers))
-	reply(map[string]any{"resultType": "complete", "content": []any{map[string]any{"type": "text", "text": "done " + string(b)}}})
+	reply(map[string]any{"resultType": "complete", "content": []any{map[string]any{"type": "text", "text": "done " + string(b)}},
+		"_meta": map[string]any{metaServer: map[string]any{"name": "up", "version": "9"}, "app/trace": "t1"}})
 }
 
 // bridgeFixture is a gateway with a bridge in front of a bridgeUpstream,
@@ -280,6 +281,9 @@ func TestBridgeFlow(t *testing.T) {
 	}
 	if _, ok := final["result"].(map[string]any)["resultType"]; ok {
 		t.Fatalf("resultType reached a 2025 client: %v", final)
+	}
+	if m, _ := final["result"].(map[string]any)["_meta"].(map[string]any); m["app/trace"] != "t1" || m[metaServer] != nil {
+		t.Fatalf("the result's _meta: %v; want the upstream's own keys, without 2026-07-28's serverInfo", m)
 	}
 	for range ch {
 		// the stream's end: every byte of it is in seen
