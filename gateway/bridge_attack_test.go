@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stateseal/stateseal/internal/testkit"
+	"github.com/stateseal/stateseal/keyring"
+	"github.com/stateseal/stateseal/mrtr"
+	"github.com/stateseal/stateseal/replay"
+	"github.com/stateseal/stateseal/seal"
+)
+
+// Attacks on the bridge's parked calls (bridge_park.go): raw HTTP/1.1
+// clients that pipeline, smuggle, stall, flood or leave, against a real
+// gateway and upstream on loopback.
+
+// attackGateway is bridgeFixture's gateway in front of up, served by a
+// server whose accepted connections pass through wrap (nil: as they are).
+func attackGateway(t *testing.T, b *Bridge, up http.Handler, wrap func(net.Conn)) (string, *Gateway) {
+	t.Helper()
+	us := httptest.NewServer(up)
+	t.Cleanup(us.Close)
+	ring := testkit.Must(keyring.Generate(keyring.AEAD))
+	s := testkit.Must(seal.New(ring, nil))
+	st := testkit.Must(mrtr.New(s, &mrtr.Options{Audience: "https://gw.test", SingleUse: mrtr.Targets("pay"), Replay: replay.NewMemory(0),
+		Logger: slog.New(slog.DiscardHandler), Metrics: &mrtr.Counters{}}))
+	b.Audience = "https://gw.test"
+	g := &Gateway{Upstreams: []*url.URL{testkit.Must(url.Parse(us.URL))}, Bridge: b, MaxRequestBytes: 1 << 20, MaxResponseBytes: 1 << 20, MaxEventBytes: 1 << 20,
+		Logger: slog.New(slog.DiscardHandler), Principal: &HeaderPrincipal{Header: "X-User", Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	g.SetStates(st)
+	gs := httptest.NewUnstartedServer(g)
+	if wrap != nil {
+		gs.Listener = &wrapListener{Listener: gs.Listener, wrap: wrap}
+	}
+	gs.Start()
+	t.Cleanup(gs.Close)
+	return gs.URL + "/mcp", g
+}
+
+type wrapListener struct {
+	net.Listener
+	wrap func(net.Conn)
+}
+
+func (l *wrapListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.wrap(c)
+	}
+	return c, err
+}
+
+// noisyUpstream is bridgeUpstream, but for the tool "noisy": once
+// answered, it runs (counted) and streams notes notifications of 1 KiB
+// before its result, as a long tool reports progress.
+type noisyUpstream struct {
+	bridgeUpstream
+	notes int
+}
+
+func (u *noisyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body := testkit.Must(io.ReadAll(r.Body))
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Name    string         `json:"name"`
+			Answers map[string]any `json:"inputResponses"`
+		} `json:"params"`
+	}
+	testkit.Check(json.Unmarshal(body, &msg))
+	if msg.Method != "tools/call" || msg.Params.Name != "noisy" || msg.Params.Answers == nil {
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		u.bridgeUpstream.ServeHTTP(w, r)
+		return
+	}
+	u.requests.Add(1)
+	u.executions.Add(1)
+	w.Header().Set("Content-Type", "text/event-stream")
+	pad := strings.Repeat("x", 1024)
+	for i := range u.notes {
+		_, err := fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"%d %s\"}}\n\n", i, pad)
+		if err != nil {
+			return
+		}
+		http.NewResponseController(w).Flush()
+	}
+	fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[]}}\n\n", msg.ID)
+}
+
+// rawCall writes a tools/call of tool by hand on a new connection to u,
+// with the extra headers hdr (each line ending in \r\n), and returns the
+// connection and a reader of what comes back.
+func rawCall(t *testing.T, d *net.Dialer, u, sid, who string, id int, tool, hdr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	pu := testkit.Must(url.Parse(u))
+	if d == nil {
+		d = &net.Dialer{}
+	}
+	conn := testkit.Must(d.Dial("tcp", pu.Host))
+	t.Cleanup(func() { conn.Close() })
+	testkit.Must(io.WriteString(conn, callRequest(pu, sid, who, id, tool, hdr)))
+	return conn, bufio.NewReader(conn)
+}
+
+// callRequest is a tools/call as an HTTP/1.1 request's bytes.
+func callRequest(pu *url.URL, sid, who string, id int, tool, hdr string) string {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, tool)
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nX-User: %s\r\n%s: %s\r\n%s: 2025-11-25\r\nContent-Length: %d\r\n%s\r\n%s",
+		pu.Path, pu.Host, who, headerSession, sid, headerVersion, len(body), hdr, body)
+}
+
+// TestBridgeParkedStalledReader: a parked call whose client stops
+// reading its stream (it keeps the connection, and ACKs with a zero
+// window) while the answered upstream streams notifications is cut
+// within AnswerTimeout of the write that stalls: it does not hold its
+// goroutines, its connection and its place under MaxPending forever.
+// Nothing goes upstream after the answered round.
+func TestBridgeParkedStalledReader(t *testing.T) {
+	up := &noisyUpstream{notes: 4000}
+	small := func(c net.Conn) { testkit.Check(c.(*net.TCPConn).SetWriteBuffer(4096)) }
+	u, g := attackGateway(t, &Bridge{AnswerTimeout: time.Second}, up, small)
+	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	c.init()
+	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		testkit.Check(rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }))
+		return serr
+	}}
+	_, br := rawCall(t, d, u, c.sid, "alice", 1, "noisy", "")
+	q := nextEvent(t, br)
+	waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+	if code, b := c.answer(q["id"], `{"action":"accept","content":{}}`); code != 202 {
+		t.Fatalf("the answer: %d %s", code, b)
+	}
+	// The client reads nothing more, and keeps its connection.
+	waitFor(t, "the answered round to run", func() bool { return up.executions.Load() == 1 })
+	waitFor(t, "the call of a client that stopped reading to end", func() bool {
+		return g.Bridge.parked.len() == 0 && g.Bridge.Pending() == 0
+	})
+	if n := up.requests.Load(); n != 3 { // discover, the first round, the answered one
+		t.Fatalf("%d upstream requests, want 3", n)
+	}
+}
