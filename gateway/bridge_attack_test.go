@@ -11,7 +11,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -154,4 +157,78 @@ func TestBridgeParkedStalledReader(t *testing.T) {
 	if n := up.requests.Load(); n != 3 { // discover, the first round, the answered one
 		t.Fatalf("%d upstream requests, want 3", n)
 	}
+}
+
+// panickyPrincipal is HeaderPrincipal whose Forward panics once armed:
+// a bug in a part the walk calls (a principal source, a transport, a
+// replay store), met in a bridged call's round.
+type panickyPrincipal struct {
+	HeaderPrincipal
+	armed atomic.Bool
+}
+
+func (p *panickyPrincipal) Forward(in, out *http.Request) {
+	if p.armed.Load() {
+		panic("panickyPrincipal: a bug")
+	}
+	p.HeaderPrincipal.Forward(in, out)
+}
+
+// TestBridgeRoundPanic: a panic in the walk of a bridged call's round,
+// before the call parks or after, costs that call, as the same panic
+// costs one request of a 2026-07-28 client (net/http recovers it): the
+// process lives on and serves. The rounds run on goroutines of their
+// own, which nothing recovered: the panic killed the process. The
+// scenario runs in a child process, whose death the parent sees.
+func TestBridgeRoundPanic(t *testing.T) {
+	if os.Getenv("STATESEAL_ROUND_PANIC_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBridgeRoundPanic$", "-test.v", "-test.timeout=60s")
+		cmd.Env = append(os.Environ(), "STATESEAL_ROUND_PANIC_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "the gateway lived on") {
+			t.Fatalf("the child: %v\n%s", err, out)
+		}
+		return
+	}
+	up := &bridgeUpstream{}
+	p := &panickyPrincipal{HeaderPrincipal: HeaderPrincipal{Header: "X-User", Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	u, g := attackGateway(t, &Bridge{}, up, nil)
+	g.Principal = p
+	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	c.init()
+
+	// Before parking: the first round panics.
+	p.armed.Store(true)
+	conn, br := rawCall(t, nil, u, c.sid, "alice", 1, "pay", "")
+	rest, err := io.ReadAll(br)
+	conn.Close()
+	if len(rest) > 0 {
+		t.Fatalf("a call whose round panicked answered: %q (%v)", rest, err)
+	}
+	p.armed.Store(false)
+
+	// After parking: the answered round panics.
+	resp := openCall(t, &http.Client{Transport: &http.Transport{}}, u, c.sid, 2, "pay")
+	defer resp.Body.Close()
+	br = bufio.NewReader(resp.Body)
+	q := nextEvent(t, br)
+	waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+	p.armed.Store(true)
+	if code, b := c.answer(q["id"], `{"action":"accept","content":{}}`); code != 202 {
+		t.Fatalf("the answer: %d %s", code, b)
+	}
+	rest, err = io.ReadAll(br)
+	if strings.Contains(string(rest), "result") {
+		t.Fatalf("a call whose round panicked answered: %s (%v)", rest, err)
+	}
+	waitFor(t, "the call's end", func() bool { return g.Bridge.parked.len() == 0 && g.Bridge.Pending() == 0 })
+	p.armed.Store(false)
+
+	// The gateway still serves, and nothing ran.
+	c2 := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	c2.init()
+	if up.executions.Load() != 0 {
+		t.Fatalf("%d executions, want none", up.executions.Load())
+	}
+	fmt.Println("the gateway lived on")
 }
