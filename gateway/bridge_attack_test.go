@@ -232,3 +232,123 @@ func TestBridgeRoundPanic(t *testing.T) {
 	}
 	fmt.Println("the gateway lived on")
 }
+
+// answerRequest is a client's answer to input request id as an HTTP/1.1
+// request's bytes.
+func answerRequest(pu *url.URL, sid, who, id string) string {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":{"action":"accept","content":{"ok":true}}}`, id)
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nX-User: %s\r\n%s: %s\r\n%s: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s",
+		pu.Path, pu.Host, who, headerSession, sid, headerVersion, len(body), body)
+}
+
+// TestBridgeParkedFraming: what a client may do with the HTTP/1.1
+// framing of a call that parks. Bytes after its request (a second call,
+// pipelined before it parks; an answer to its input request, on the same
+// connection after it parks; a request smuggled in a chunked body that
+// also says Content-Length) are never served: nothing more goes upstream,
+// the answer is not taken (the same answer on its own connection is),
+// and nothing follows the stream's end. HTTP/1.0 does not park and still
+// completes; Expect: 100-continue, a chunked body and Connection:
+// keep-alive park as any call; HEAD is refused.
+func TestBridgeParkedFraming(t *testing.T) {
+	up := &bridgeUpstream{}
+	u, g := attackGateway(t, &Bridge{}, up, nil)
+	pu := testkit.Must(url.Parse(u))
+	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	c.init()
+	chunked := func(id int, after string) string {
+		req := callRequest(pu, c.sid, "alice", id, "pay", "Transfer-Encoding: chunked\r\n")
+		head, body, _ := strings.Cut(req, "\r\n\r\n")
+		head = strings.Replace(head, fmt.Sprintf("Content-Length: %d\r\n", len(body)), "", 1)
+		if after != "" {
+			// Both: the smuggler's classic, the chunked body ending
+			// where Content-Length says the second request starts.
+			head += fmt.Sprintf("\r\nContent-Length: %d", len(fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)))
+		}
+		return head + "\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body) + after
+	}
+	for i, tc := range []struct {
+		name     string
+		req      func(id int) string
+		expect   bool // Expect: 100-continue: the body after the 100
+		parks    bool
+		after    func(id int, input string) string // written once the input request is read
+		refused  bool
+		wantProt string
+	}{
+		{name: "pipelined call", parks: true, req: func(id int) string {
+			return callRequest(pu, c.sid, "alice", id, "pay", "") + callRequest(pu, c.sid, "alice", id+100, "pay", "")
+		}},
+		{name: "answer on the parked connection", parks: true, req: func(id int) string { return callRequest(pu, c.sid, "alice", id, "pay", "") },
+			after: func(id int, input string) string { return answerRequest(pu, c.sid, "alice", input) }},
+		{name: "call on the parked connection", parks: true, req: func(id int) string { return callRequest(pu, c.sid, "alice", id, "pay", "") },
+			after: func(id int, input string) string { return callRequest(pu, c.sid, "alice", id+100, "pay", "") }},
+		{name: "smuggled", parks: true, req: func(id int) string { return chunked(id, callRequest(pu, c.sid, "alice", id+100, "pay", "")) }},
+		{name: "chunked body", parks: true, req: func(id int) string { return chunked(id, "") }},
+		{name: "keep-alive", parks: true, req: func(id int) string { return callRequest(pu, c.sid, "alice", id, "pay", "Connection: keep-alive\r\n") }},
+		{name: "expect 100-continue", parks: true, expect: true, req: func(id int) string {
+			return callRequest(pu, c.sid, "alice", id, "pay", "Expect: 100-continue\r\n")
+		}},
+		{name: "HTTP/1.0", parks: false, wantProt: "HTTP/1.0", req: func(id int) string {
+			return strings.Replace(callRequest(pu, c.sid, "alice", id, "pay", ""), "HTTP/1.1", "HTTP/1.0", 1)
+		}},
+		{name: "HEAD", refused: true, req: func(id int) string {
+			return strings.Replace(callRequest(pu, c.sid, "alice", id, "pay", ""), "POST", "HEAD", 1)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := i + 1
+			before, ran := up.requests.Load(), up.executions.Load()
+			conn := testkit.Must(net.Dial("tcp", pu.Host))
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			req := tc.req(id)
+			if tc.expect {
+				head, body, _ := strings.Cut(req, "\r\n\r\n")
+				testkit.Must(io.WriteString(conn, head+"\r\n\r\n"))
+				cont := testkit.Must(http.ReadResponse(br, nil))
+				if cont.StatusCode != http.StatusContinue {
+					t.Fatalf("Expect: 100-continue: %d", cont.StatusCode)
+				}
+				req = body
+			}
+			testkit.Must(io.WriteString(conn, req))
+			resp := testkit.Must(http.ReadResponse(br, nil))
+			if tc.refused {
+				if resp.StatusCode/100 != 4 || up.requests.Load() != before {
+					t.Fatalf("%d, %d upstream requests; want a 4xx and none", resp.StatusCode, up.requests.Load()-before)
+				}
+				return
+			}
+			if tc.wantProt != "" && resp.Proto != tc.wantProt || resp.StatusCode != 200 || !resp.Close {
+				t.Fatalf("%s %d, Close %v; want 200 and Connection: close", resp.Proto, resp.StatusCode, resp.Close)
+			}
+			sr := bufio.NewReader(resp.Body)
+			q := nextEvent(t, sr)
+			input := q["id"].(string)
+			if tc.parks {
+				waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+			} else if n := g.Bridge.parked.len(); n != 0 {
+				t.Fatalf("%d parked, want none", n)
+			}
+			if tc.after != nil {
+				testkit.Must(io.WriteString(conn, tc.after(id, input)))
+			}
+			// The answer on its own connection: taken, so none before it
+			// was.
+			if code, b := c.answer(input, `{"action":"accept","content":{"ok":true}}`); code != 202 {
+				t.Fatalf("the answer on its own connection: %d %s", code, b)
+			}
+			if m := nextEvent(t, sr); !strings.Contains(fmt.Sprint(m["result"]), "done") {
+				t.Fatalf("the final answer: %v", m)
+			}
+			rest, err := io.ReadAll(br)
+			if len(strings.TrimSpace(string(rest))) != 0 && tc.parks || strings.Contains(string(rest), "HTTP/1") {
+				t.Fatalf("after the stream: %q (%v); want its end, and no other response", rest, err)
+			}
+			if n := up.requests.Load() - before; n != 2 || up.executions.Load()-ran != 1 {
+				t.Fatalf("%d upstream requests and %d executions; want 2 (the call's rounds) and 1", n, up.executions.Load()-ran)
+			}
+		})
+	}
+}
