@@ -352,3 +352,65 @@ func TestBridgeParkedFraming(t *testing.T) {
 		})
 	}
 }
+
+// TestBridgeParkedClientBytes: what a parked call's client sends on its
+// connection. A flood (8 KiB) cuts the call: a client reading its
+// stream sends nothing. A half-close (FIN, still reading) is a client
+// gone, as net/http takes it for a handler that has read its request
+// (its context ends), before the call parks or after: the call ends
+// without an answer, its input request's answer is refused, and nothing
+// more goes upstream.
+func TestBridgeParkedClientBytes(t *testing.T) {
+	up := &bridgeUpstream{}
+	u, g := attackGateway(t, &Bridge{}, up, nil)
+	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	c.init()
+	for i, tc := range []struct {
+		name   string
+		parked bool // sent once the call parked, else right after the request
+		send   func(net.Conn)
+	}{
+		{"flood", true, func(conn net.Conn) { conn.Write(make([]byte, 8<<10)) }},
+		{"half-close after parking", true, func(conn net.Conn) { conn.(*net.TCPConn).CloseWrite() }},
+		{"half-close before parking", false, func(conn net.Conn) { conn.(*net.TCPConn).CloseWrite() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := up.requests.Load()
+			conn, br := rawCall(t, nil, u, c.sid, "alice", i+1, "pay", "")
+			if !tc.parked {
+				tc.send(conn)
+			}
+			resp := testkit.Must(http.ReadResponse(br, nil))
+			sr := bufio.NewReader(resp.Body)
+			var q map[string]any
+			if tc.parked {
+				q = nextEvent(t, sr)
+				waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+				tc.send(conn)
+			} else {
+				// The input request may or may not have been written
+				// before the call saw its client leave.
+				line, err := sr.ReadString('\n')
+				for err == nil && !strings.HasPrefix(line, "data: ") {
+					line, err = sr.ReadString('\n')
+				}
+				if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+					testkit.Check(json.Unmarshal([]byte(d), &q))
+				}
+			}
+			rest, err := io.ReadAll(sr)
+			if strings.Contains(string(rest), "result") {
+				t.Fatalf("the stream went on: %q (%v)", rest, err)
+			}
+			waitFor(t, "the call's end", func() bool { return g.Bridge.parked.len() == 0 && g.Bridge.Pending() == 0 })
+			if q != nil {
+				if code, _ := c.answer(q["id"], `{"action":"accept","content":{"ok":true}}`); code != 404 {
+					t.Fatalf("an answer after the client left: %d, want 404", code)
+				}
+			}
+			if n := up.requests.Load() - before; n > 1 || up.executions.Load() != 0 {
+				t.Fatalf("%d upstream requests, %d executions; want the first round at most, and none", n, up.executions.Load())
+			}
+		})
+	}
+}
