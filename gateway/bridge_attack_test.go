@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,7 +33,7 @@ import (
 
 // attackGateway is bridgeFixture's gateway in front of up, served by a
 // server whose accepted connections pass through wrap (nil: as they are).
-func attackGateway(t *testing.T, b *Bridge, up http.Handler, wrap func(net.Conn)) (string, *Gateway) {
+func attackGateway(t *testing.T, b *Bridge, up http.Handler, wrap func(net.Conn)) (string, *Gateway, *httptest.Server) {
 	t.Helper()
 	us := httptest.NewServer(up)
 	t.Cleanup(us.Close)
@@ -50,7 +51,7 @@ func attackGateway(t *testing.T, b *Bridge, up http.Handler, wrap func(net.Conn)
 	}
 	gs.Start()
 	t.Cleanup(gs.Close)
-	return gs.URL + "/mcp", g
+	return gs.URL + "/mcp", g, gs
 }
 
 type wrapListener struct {
@@ -135,7 +136,7 @@ func callRequest(pu *url.URL, sid, who string, id int, tool, hdr string) string 
 func TestBridgeParkedStalledReader(t *testing.T) {
 	up := &noisyUpstream{notes: 4000}
 	small := func(c net.Conn) { testkit.Check(c.(*net.TCPConn).SetWriteBuffer(4096)) }
-	u, g := attackGateway(t, &Bridge{AnswerTimeout: time.Second}, up, small)
+	u, g, _ := attackGateway(t, &Bridge{AnswerTimeout: time.Second}, up, small)
 	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
 	c.init()
 	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
@@ -192,7 +193,7 @@ func TestBridgeRoundPanic(t *testing.T) {
 	}
 	up := &bridgeUpstream{}
 	p := &panickyPrincipal{HeaderPrincipal: HeaderPrincipal{Header: "X-User", Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
-	u, g := attackGateway(t, &Bridge{}, up, nil)
+	u, g, _ := attackGateway(t, &Bridge{}, up, nil)
 	g.Principal = p
 	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
 	c.init()
@@ -252,7 +253,7 @@ func answerRequest(pu *url.URL, sid, who, id string) string {
 // keep-alive park as any call; HEAD is refused.
 func TestBridgeParkedFraming(t *testing.T) {
 	up := &bridgeUpstream{}
-	u, g := attackGateway(t, &Bridge{}, up, nil)
+	u, g, _ := attackGateway(t, &Bridge{}, up, nil)
 	pu := testkit.Must(url.Parse(u))
 	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
 	c.init()
@@ -362,7 +363,7 @@ func TestBridgeParkedFraming(t *testing.T) {
 // more goes upstream.
 func TestBridgeParkedClientBytes(t *testing.T) {
 	up := &bridgeUpstream{}
-	u, g := attackGateway(t, &Bridge{}, up, nil)
+	u, g, _ := attackGateway(t, &Bridge{}, up, nil)
 	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
 	c.init()
 	for i, tc := range []struct {
@@ -412,5 +413,99 @@ func TestBridgeParkedClientBytes(t *testing.T) {
 				t.Fatalf("%d upstream requests, %d executions; want the first round at most, and none", n, up.executions.Load())
 			}
 		})
+	}
+}
+
+// TestBridgeParkedFlood: calls that park, as one principal and as
+// another, hold their bounds (past MaxPendingPerPrincipal, then
+// MaxPending, 503 before any input request); each parked call costs two
+// goroutines (its own and its reader), not net/http's; and once their
+// clients leave (a FIN) or stall (the connection kept, nothing read or
+// answered: they end at AnswerTimeout) every goroutine and place comes
+// back.
+func TestBridgeParkedFlood(t *testing.T) {
+	const per, total, timeout = 60, 90, 5 * time.Second
+	up := &bridgeUpstream{quiet: true}
+	u, g, _ := attackGateway(t, &Bridge{MaxPending: total, MaxPendingPerPrincipal: per, AnswerTimeout: timeout}, up, nil)
+	alice := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	alice.init()
+	mallory := &legacyClient{t: t, url: u, who: "mallory", caps: `{"elicitation":{}}`}
+	mallory.init()
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	waitFor(t, "the gateway to be idle", func() bool { return g.inFlight.Load() == 0 })
+	base := runtime.NumGoroutine()
+
+	open := func(c *legacyClient, n int) (parked, refused []net.Conn) {
+		for i := range n {
+			conn, br := rawCall(t, nil, u, c.sid, c.who, i, "pay", "")
+			resp := testkit.Must(http.ReadResponse(br, nil))
+			switch resp.StatusCode {
+			case http.StatusOK:
+				nextEvent(t, bufio.NewReader(resp.Body))
+				parked = append(parked, conn)
+			case http.StatusServiceUnavailable:
+				if resp.Header.Get("Retry-After") == "" {
+					t.Fatal("a 503 without Retry-After")
+				}
+				refused = append(refused, conn)
+			default:
+				t.Fatalf("call %d: %d", i, resp.StatusCode)
+			}
+		}
+		return parked, refused
+	}
+	start := time.Now()
+	aliceIn, aliceOut := open(alice, per+10)
+	malloryIn, malloryOut := open(mallory, per)
+	if len(aliceIn) != per || len(aliceOut) != 10 || len(malloryIn) != total-per || len(malloryOut) != 2*per-total {
+		t.Fatalf("alice %d in, %d refused; mallory %d in, %d refused; want %d/10 and %d/%d",
+			len(aliceIn), len(aliceOut), len(malloryIn), len(malloryOut), per, total-per, 2*per-total)
+	}
+	if time.Since(start) > timeout/2 {
+		t.Fatalf("opening the calls took %v, too close to the answer timeout", time.Since(start))
+	}
+	waitFor(t, "every admitted call to park", func() bool { return g.Bridge.parked.len() == total })
+	// Each parked call: its own goroutine and its reader; no handler
+	// (net/http's goroutine and its reader) runs for any.
+	stacks := goroutines()
+	var handlers, readers int
+	for _, s := range stacks {
+		if strings.Contains(s, "gateway.(*Gateway).ServeHTTP") {
+			handlers++
+		}
+		if strings.Contains(s, "gateway.watch") {
+			readers++
+		}
+	}
+	if handlers != 0 || readers != total {
+		t.Fatalf("%d parked calls: %d handlers, %d readers; want none and one each", total, handlers, readers)
+	}
+	for _, conn := range append(append(aliceIn, aliceOut...), malloryOut...) {
+		conn.Close()
+	}
+	waitFor(t, "alice's calls to end with her connections", func() bool { return g.Bridge.Pending() == total-per })
+	// Mallory's stay, stalled: they end at the answer timeout.
+	waitFor(t, "mallory's stalled calls to end", func() bool { return g.Bridge.Pending() == 0 && g.Bridge.parked.len() == 0 })
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before the calls:\n%s", runtime.NumGoroutine(), base, strings.Join(goroutines(), "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := up.executions.Load(); n != 0 {
+		t.Fatalf("%d executions, want none", n)
+	}
+}
+
+// goroutines are the stacks of every goroutine.
+func goroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\ngoroutine ")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
