@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -507,5 +509,145 @@ func goroutines() []string {
 			return strings.Split(string(buf[:n]), "\n\ngoroutine ")
 		}
 		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestBridgeParkedAnswers: answers to a parked call. Mallory's answer
+// to alice's input request (her own session: 403; alice's session id:
+// 404) changes nothing, and alice's completes it; a replay is 404. An
+// answer raced with its client leaving: the upstream runs the call only
+// if the answer was taken (202), at most once, and never after a 404.
+func TestBridgeParkedAnswers(t *testing.T) {
+	up := &bridgeUpstream{}
+	u, g, _ := attackGateway(t, &Bridge{}, up, nil)
+	alice := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	alice.init()
+	mallory := &legacyClient{t: t, url: u, who: "mallory", caps: `{"elicitation":{}}`}
+	mallory.init()
+	thief := &legacyClient{t: t, url: u, who: "mallory", sid: alice.sid}
+
+	conn, br := rawCall(t, nil, u, alice.sid, "alice", 1, "pay", "")
+	sr := bufio.NewReader(testkit.Must(http.ReadResponse(br, nil)).Body)
+	id := nextEvent(t, sr)["id"].(string)
+	waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+	if code, b := mallory.answer(id, `{"action":"accept","content":{"evil":true}}`); code != 403 {
+		t.Fatalf("mallory's answer in her session: %d %s, want 403", code, b)
+	}
+	if code, b := thief.answer(id, `{"action":"accept","content":{"evil":true}}`); code != 404 {
+		t.Fatalf("mallory's answer in alice's session: %d %s, want 404", code, b)
+	}
+	if code, b := alice.answer(id, `{"action":"accept","content":{"ok":true}}`); code != 202 {
+		t.Fatalf("alice's answer: %d %s", code, b)
+	}
+	if m := nextEvent(t, sr); !strings.Contains(fmt.Sprint(m["result"]), `"ok":true`) || strings.Contains(fmt.Sprint(m["result"]), "evil") {
+		t.Fatalf("the final answer: %v", m)
+	}
+	conn.Close()
+	if code, _ := alice.answer(id, `{"action":"accept","content":{"ok":true}}`); code != 404 {
+		t.Fatalf("a replayed answer: %d, want 404", code)
+	}
+	if n := up.executions.Load(); n != 1 {
+		t.Fatalf("%d executions, want 1", n)
+	}
+
+	// Raced with the client leaving.
+	var taken int64
+	for i := range 30 {
+		ran := up.executions.Load()
+		conn, br := rawCall(t, nil, u, alice.sid, "alice", 100+i, "pay", "")
+		id := nextEvent(t, bufio.NewReader(testkit.Must(http.ReadResponse(br, nil)).Body))["id"].(string)
+		waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+		go conn.Close()
+		code, _ := alice.answer(id, `{"action":"accept","content":{"ok":true}}`)
+		waitFor(t, "the call's end", func() bool { return g.Bridge.parked.len() == 0 && g.Bridge.Pending() == 0 })
+		n := up.executions.Load() - ran
+		switch {
+		case code == 202:
+			taken++
+			if n > 1 {
+				t.Fatalf("race %d: %d executions for one answer", i, n)
+			}
+		case code == 404:
+			if n != 0 {
+				t.Fatalf("race %d: refused (404), yet %d executions", i, n)
+			}
+		default:
+			t.Fatalf("race %d: %d", i, code)
+		}
+	}
+	t.Logf("answers taken in %d of 30 races with the client leaving; %d executions", taken, up.executions.Load()-1)
+}
+
+// TestBridgeShutdownRaces: a stopping server (http.Server.Shutdown,
+// closed at its deadline, then Bridge.Shutdown, as sealgate stops) cuts
+// a call at each point of its way to parking: nothing stays parked or
+// pending, nothing runs, its stream ends without an answer, and its
+// input request's answer is refused. Shutdown twice, at once or after,
+// and Shutdown with no call, return.
+func TestBridgeShutdownRaces(t *testing.T) {
+	expired, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	for _, at := range []string{"sent", "headers", "input request", "parked"} {
+		t.Run(at, func(t *testing.T) {
+			up := &bridgeUpstream{}
+			u, g, gs := attackGateway(t, &Bridge{}, up, nil)
+			c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+			c.init()
+			_, br := rawCall(t, nil, u, c.sid, "alice", 1, "pay", "")
+			var sr *bufio.Reader
+			var id any
+			if at != "sent" {
+				sr = bufio.NewReader(testkit.Must(http.ReadResponse(br, nil)).Body)
+			}
+			if at == "input request" || at == "parked" {
+				id = nextEvent(t, sr)["id"]
+			}
+			if at == "parked" {
+				waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+			}
+			if gs.Config.Shutdown(expired) != nil {
+				gs.Config.Close()
+			}
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() { errs <- g.Bridge.Shutdown(expired) }()
+			}
+			for range 2 {
+				if err := <-errs; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Shutdown: %v", err)
+				}
+			}
+			waitFor(t, "the call's end", func() bool { return g.Bridge.parked.len() == 0 && g.Bridge.Pending() == 0 })
+			if sr == nil {
+				sr = br
+			}
+			if rest, err := io.ReadAll(sr); strings.Contains(string(rest), "result") {
+				t.Fatalf("a cut stream: %q (%v)", rest, err)
+			}
+			if id != nil {
+				// Its listener is closed: the answer reaches the gateway
+				// as a relayed one would, past the server.
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":{"action":"accept","content":{}}}`, id)
+				req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+				req.RemoteAddr, req.Host = "127.0.0.1:1", gs.Listener.Addr().String()
+				for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "X-User": "alice", headerSession: c.sid, headerVersion: "2025-11-25"} {
+					req.Header.Set(k, v)
+				}
+				rec := httptest.NewRecorder()
+				g.ServeHTTP(rec, req)
+				if rec.Code != http.StatusNotFound {
+					t.Fatalf("an answer to a cut call: %d %s, want 404", rec.Code, rec.Body)
+				}
+			}
+			if err := g.Bridge.Shutdown(expired); err != nil {
+				t.Fatalf("Shutdown again, nothing parked: %v", err)
+			}
+			if up.executions.Load() != 0 {
+				t.Fatalf("%d executions, want none", up.executions.Load())
+			}
+		})
+	}
+	if err := (&Bridge{}).Shutdown(expired); err != nil {
+		t.Fatalf("Shutdown of a bridge that never served: %v", err)
 	}
 }
