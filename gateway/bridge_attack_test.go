@@ -56,6 +56,20 @@ func attackGateway(t *testing.T, b *Bridge, up http.Handler, wrap func(net.Conn)
 	return gs.URL + "/mcp", g, gs
 }
 
+// attackGatewayTLS is attackGateway over TLS, HTTP/1.1 only.
+func attackGatewayTLS(t *testing.T, b *Bridge, up http.Handler, wrap func(net.Conn)) (string, *Gateway, *httptest.Server) {
+	t.Helper()
+	_, g, plain := attackGateway(t, b, up, nil)
+	plain.Close()
+	gs := httptest.NewUnstartedServer(g)
+	if wrap != nil {
+		gs.Listener = &wrapListener{Listener: gs.Listener, wrap: wrap}
+	}
+	gs.StartTLS()
+	t.Cleanup(gs.Close)
+	return gs.URL + "/mcp", g, gs
+}
+
 type wrapListener struct {
 	net.Listener
 	wrap func(net.Conn)
@@ -649,5 +663,53 @@ func TestBridgeShutdownRaces(t *testing.T) {
 	}
 	if err := (&Bridge{}).Shutdown(expired); err != nil {
 		t.Fatalf("Shutdown of a bridge that never served: %v", err)
+	}
+}
+
+// TestBridgeParkedTLS: over TLS (HTTP/1.1), a call parks on the
+// tls.Conn: it completes once answered, and one whose client leaves
+// ends; one left at Shutdown's deadline is cut at once; nothing runs
+// but the answered call.
+func TestBridgeParkedTLS(t *testing.T) {
+	up := &bridgeUpstream{}
+	u, g, gs := attackGatewayTLS(t, &Bridge{}, up, nil)
+	hc := gs.Client()
+	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`, hc: hc}
+	c.init()
+	for i, end := range []string{"answered", "left", "cut"} {
+		resp := openCall(t, hc, u, c.sid, i+1, "pay")
+		if resp.TLS == nil || resp.ProtoMajor != 1 {
+			t.Fatalf("%s over TLS: %v", resp.Proto, resp.TLS != nil)
+		}
+		br := bufio.NewReader(resp.Body)
+		q := nextEvent(t, br)
+		waitFor(t, "the call to park", func() bool { return g.Bridge.parked.len() == 1 })
+		switch end {
+		case "answered":
+			if code, _ := c.answer(q["id"], `{"action":"accept","content":{"ok":true}}`); code != 202 {
+				t.Fatalf("the answer: %d", code)
+			}
+			if m := nextEvent(t, br); !strings.Contains(fmt.Sprint(m["result"]), "done") {
+				t.Fatalf("the final answer: %v", m)
+			}
+		case "left":
+			resp.Body.Close()
+			hc.Transport.(*http.Transport).CloseIdleConnections()
+		case "cut":
+			expired, cancel := context.WithTimeout(context.Background(), 0)
+			defer cancel()
+			start := time.Now()
+			if err := g.Bridge.Shutdown(expired); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+				t.Fatalf("Shutdown: %v in %v", err, time.Since(start))
+			}
+			if rest, err := io.ReadAll(br); strings.Contains(string(rest), "result") {
+				t.Fatalf("a cut stream: %q (%v)", rest, err)
+			}
+		}
+		waitFor(t, "the call's end", func() bool { return g.Bridge.parked.len() == 0 && g.Bridge.Pending() == 0 })
+		resp.Body.Close()
+	}
+	if n := up.executions.Load(); n != 1 {
+		t.Fatalf("%d executions, want 1", n)
 	}
 }
