@@ -52,7 +52,9 @@ type Bridge struct {
 	SessionTTL time.Duration
 	// AnswerTimeout ends a call whose client has not answered every input
 	// request of a round within it: the client gets an error and nothing
-	// more goes upstream. 0 means 5 minutes.
+	// more goes upstream. It also bounds each write of the call's stream:
+	// a client that does not take an event within it is cut, as one
+	// gone. 0 means 5 minutes.
 	AnswerTimeout time.Duration
 	// MaxRounds bounds the input_required answers one call may go
 	// through; past it the call ends with an error. 0 means 8.

@@ -24,7 +24,7 @@ import (
 // the final result or error, with its own id, and never a requestState.
 func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session, m *legacyMessage) {
 	b := g.Bridge
-	out := &legacyStream{w: w}
+	out := &legacyStream{w: w, wait: b.AnswerTimeout}
 	params, err := upstreamParams(m.Params, s)
 	if err == nil && (params["requestState"] != nil || params["inputResponses"] != nil) {
 		err = errors.New("requestState and inputResponses are not in the client's protocol version")
@@ -334,10 +334,11 @@ func (b *Bridge) takeAnswer(w http.ResponseWriter, r *http.Request, s *session, 
 type legacyStream struct {
 	w        http.ResponseWriter // nil once parked
 	started  bool
-	deadline time.Time // for each write, if not zero
-	done     func()    // called before the final answer is written
-	hand     *handoff  // nil: the call cannot park
-	conn     net.Conn  // once parked: the connection, written in chunks
+	deadline time.Time     // for each write, if not zero
+	wait     time.Duration // else each write's bound (AnswerTimeout), if not zero
+	done     func()        // called before the final answer is written
+	hand     *handoff      // nil: the call cannot park
+	conn     net.Conn      // once parked: the connection, written in chunks
 }
 
 // event writes one message as an SSE event, starting the stream.
@@ -356,12 +357,20 @@ func (o *legacyStream) event(msg []byte) error {
 	if c.Compact() != nil {
 		return errors.New("a message that is not JSON")
 	}
+	// Outside a round's wait too (the upstream's notifications while
+	// it runs a round): a client that takes no event within
+	// AnswerTimeout is gone, or it would hold its call, and its place
+	// under MaxPending, for as long as it keeps its connection.
+	d := o.deadline
+	if d.IsZero() && o.wait > 0 {
+		d = time.Now().Add(o.wait)
+	}
 	if o.conn != nil {
-		return o.chunk(sseEvent(c), false)
+		return o.chunk(sseEvent(c), false, d)
 	}
 	rc := http.NewResponseController(o.w)
-	if !o.deadline.IsZero() {
-		rc.SetWriteDeadline(o.deadline)
+	if !d.IsZero() {
+		rc.SetWriteDeadline(d)
 		defer rc.SetWriteDeadline(time.Time{})
 	}
 	if _, err := o.w.Write(sseEvent(c)); err != nil {
@@ -409,7 +418,7 @@ func (o *legacyStream) final(msg []byte) {
 	if o.conn != nil {
 		var c jsontext.Value = append([]byte(nil), msg...)
 		if c.Compact() == nil {
-			o.chunk(sseEvent(c), true)
+			o.chunk(sseEvent(c), true, o.deadline)
 		}
 		return
 	}

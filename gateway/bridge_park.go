@@ -126,8 +126,8 @@ func watch(conn net.Conn, cancel context.CancelCauseFunc) {
 }
 
 // chunk writes p as one HTTP/1.1 chunk on the parked connection, and
-// the last chunk after it if last.
-func (o *legacyStream) chunk(p []byte, last bool) error {
+// the last chunk after it if last, by deadline (zero: none).
+func (o *legacyStream) chunk(p []byte, last bool, deadline time.Time) error {
 	b := make([]byte, 0, len(p)+24)
 	b = fmt.Appendf(b, "%x\r\n", len(p))
 	b = append(b, p...)
@@ -135,8 +135,14 @@ func (o *legacyStream) chunk(p []byte, last bool) error {
 	if last {
 		b = append(b, "0\r\n\r\n"...)
 	}
-	o.conn.SetWriteDeadline(o.deadline) // zero: none
+	o.conn.SetWriteDeadline(deadline)
 	_, err := o.conn.Write(b)
+	if err != nil {
+		// Part of the chunk may have gone: nothing after it would
+		// read as the stream, and a client that did not take this one
+		// in time does not hold the call a minute more for its error.
+		o.conn.Close()
+	}
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -109,20 +110,31 @@ func (g *Gateway) round(ctx context.Context, r *http.Request, method, name strin
 
 	pw := newPipeWriter()
 	done := make(chan struct{})
+	var panicked *roundPanic
 	go func() {
 		defer close(done)
 		defer pw.finish()
 		defer func() {
 			// The walk aborts a stream it cannot finish as a server
 			// would have it (http.ErrAbortHandler): here that is a cut
-			// answer.
+			// answer. Any other panic is the call's: raised again on
+			// its goroutine, whose handler (net/http) or parked call
+			// recovers it, as net/http recovers the walk's for a
+			// 2026-07-28 client. Raised here, nothing would: the
+			// process would die.
 			if p := recover(); p != nil && p != http.ErrAbortHandler {
-				panic(p)
+				panicked = &roundPanic{p, debug.Stack()}
 			}
 		}()
 		g.ServeHTTP(pw, in)
 	}()
-	defer func() { pw.pr.CloseWithError(errRoundCut); <-done }()
+	defer func() {
+		pw.pr.CloseWithError(errRoundCut)
+		<-done
+		if panicked != nil {
+			panic(panicked)
+		}
+	}()
 	select {
 	case <-pw.wrote:
 	case <-ctx.Done():
@@ -166,6 +178,17 @@ func (g *Gateway) round(ctx context.Context, r *http.Request, method, name strin
 			return legacyMessage{}, errors.New("the upstream sent a message that is neither a notification nor the response")
 		}
 	}
+}
+
+// A roundPanic is a panic of a round's walk, with its stack, raised
+// again on the goroutine of the call.
+type roundPanic struct {
+	v     any
+	stack []byte
+}
+
+func (p *roundPanic) String() string {
+	return fmt.Sprintf("%v (in a bridged call's round)\n%s", p.v, p.stack)
 }
 
 // pipeWriter is the ResponseWriter a round's walk writes into: the

@@ -103,7 +103,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.StripAuthorization, "strip-authorization", false, "do not forward the Authorization header upstream")
 	fs.BoolVar(&c.Bridge, "bridge", true, "serve clients of the 2025 protocols (2025-11-25, 2025-06-18, 2025-03-26) in front of an upstream that speaks only 2026-07-28 and keeps nothing: initialize, sessions and input requests are the gateway's (false: pass their requests through, for an upstream that serves those versions itself)")
 	fs.DurationVar(&c.BridgeSessionTTL, "bridge-session-ttl", gateway.DefaultSessionTTL, "lifetime of a bridged session id (the keyset's maximum TTL caps it); then the client gets 404 and initializes again")
-	fs.DurationVar(&c.BridgeAnswerTimeout, "bridge-answer-timeout", gateway.DefaultAnswerTimeout, "how long a bridged call waits for the client's answers to one round of input requests; then it ends with an error and nothing more goes upstream")
+	fs.DurationVar(&c.BridgeAnswerTimeout, "bridge-answer-timeout", gateway.DefaultAnswerTimeout, "how long a bridged call waits for the client's answers to one round of input requests, or for the client to take an event of its stream; then it ends with an error and nothing more goes upstream")
 	fs.IntVar(&c.BridgeMaxRounds, "bridge-max-rounds", gateway.DefaultMaxRounds, "input_required answers one bridged call may go through (an upstream that asks forever is cut there)")
 	fs.IntVar(&c.BridgeMaxPending, "bridge-max-pending", gateway.DefaultMaxPending, "bridged calls that may wait for their clients' answers at once on this instance (past it: 503)")
 	fs.IntVar(&c.BridgeMaxPendingPerPrincipal, "bridge-max-pending-per-principal", gateway.DefaultMaxPendingPer, "the same, per principal")
