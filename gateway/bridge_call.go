@@ -37,7 +37,7 @@ func (g *Gateway) bridgeCall(w http.ResponseWriter, r *http.Request, s *session,
 	// The call's context outlives the handler's once the call parks
 	// (bridge_park.go); until then the request's ends it.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	c := &bridgeCall{key: callKey{s.Nonce, string(compact(m.ID))}, principal: s.principal, cancel: cancel}
+	c := &bridgeCall{key: callKey{s.Nonce, string(compact(m.ID))}, principal: s.principal, ctx: ctx, cancel: cancel}
 	if !b.pending.add(c) {
 		cancel(nil)
 		out.send(m.ID, nil, &rpcError{Code: codeInvalidRequest, Message: "gateway: a call with this id is already in progress in this session"})

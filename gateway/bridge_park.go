@@ -152,14 +152,15 @@ type parkedCalls struct {
 	mu       sync.Mutex
 	calls    map[*legacyStream]context.CancelCauseFunc
 	reserved int
-	closed   bool          // cut: nothing parks any more
+	draining bool          // Shutdown began: nothing parks any more
+	closed   bool          // cut
 	none     chan struct{} // closed when no call is parked or reserved
 }
 
 func (p *parkedCalls) reserve() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.draining {
 		return false
 	}
 	if p.reserved+len(p.calls) == 0 {
@@ -217,6 +218,7 @@ func (p *parkedCalls) check() {
 func (b *Bridge) Shutdown(ctx context.Context) error {
 	p := &b.parked
 	p.mu.Lock()
+	p.draining = true // a call that would park now waits on its handler, which http.Server.Shutdown sees
 	none := p.none
 	p.mu.Unlock()
 	if none == nil {
@@ -229,12 +231,17 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.closed = true
+	var cut []*legacyStream
 	for o, cancel := range p.calls {
 		cancel(errShutdown)
-		o.conn.Close()
+		cut = append(cut, o)
 	}
 	none = p.none
 	p.mu.Unlock()
+	for _, o := range cut {
+		// Apart: a TLS connection's Close may wait to send its alert.
+		go o.conn.Close()
+	}
 	if none != nil {
 		// Each cut call ends its round at once: its context is done.
 		t := time.NewTimer(time.Minute)

@@ -102,9 +102,9 @@ func TestBridgeParkedLeaves(t *testing.T) {
 }
 
 // TestBridgeShutdown: Shutdown waits for a parked call answered in
-// time, which completes; at its deadline it cuts those left (their
-// streams end without an answer, nothing more goes upstream) and says
-// so.
+// time, which completes; a call that starts after it does not park; at
+// its deadline it cuts those left (their streams end without an answer,
+// nothing more goes upstream) and says so.
 func TestBridgeShutdown(t *testing.T) {
 	up, u, g := bridgeFixture(t, &Bridge{}, nil)
 	c := &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
@@ -136,7 +136,24 @@ func TestBridgeShutdown(t *testing.T) {
 		t.Fatalf("Shutdown after the call completed: %v", err)
 	}
 	resp.Body.Close()
+	if up.executions.Load() != 1 {
+		t.Fatalf("%d executions, want 1", up.executions.Load())
+	}
 
+	// Once Shutdown began, a call waits on its handler, which
+	// http.Server.Shutdown sees, instead of parking.
+	resp = openCall(t, hc, u, c.sid, 2, "pay")
+	nextEvent(t, bufio.NewReader(resp.Body))
+	if g.Bridge.parked.len() != 0 {
+		t.Fatal("a call parked after Shutdown began")
+	}
+	resp.Body.Close()
+	waitFor(t, "the call's end", func() bool { return g.Bridge.Pending() == 0 })
+
+	// A fresh bridge: cut at the deadline.
+	up, u, g = bridgeFixture(t, &Bridge{}, nil)
+	c = &legacyClient{t: t, url: u, who: "alice", caps: `{"elicitation":{}}`}
+	c.init()
 	resp = openCall(t, hc, u, c.sid, 2, "pay")
 	defer resp.Body.Close()
 	br = bufio.NewReader(resp.Body)
@@ -154,8 +171,8 @@ func TestBridgeShutdown(t *testing.T) {
 	if rest, err := io.ReadAll(br); err == nil || strings.Contains(string(rest), "result") {
 		t.Fatalf("a cut stream: %q, %v; want it cut, with no answer", rest, err)
 	}
-	if up.requests.Load() != before || up.executions.Load() != 1 {
-		t.Fatalf("after the cut: %d more upstream requests, %d executions; want none and 1", up.requests.Load()-before, up.executions.Load())
+	if up.requests.Load() != before || up.executions.Load() != 0 {
+		t.Fatalf("after the cut: %d more upstream requests, %d executions; want none and none", up.requests.Load()-before, up.executions.Load())
 	}
 }
 

@@ -26,6 +26,7 @@ type callKey struct{ nonce, id string }
 type bridgeCall struct {
 	key       callKey
 	principal string
+	ctx       context.Context // the call's: an answer for an ended call is refused
 	cancel    context.CancelCauseFunc
 	answers   chan inputAnswer // buffered: one per input request of the round
 	waiting   bool             // admitted under the bounds
@@ -112,6 +113,11 @@ func (p *pendingCalls) take(id, nonce, principal string, a inputAnswer) error {
 	}
 	if s.call.key.nonce != nonce || s.call.principal != principal {
 		return errAnswerForeign
+	}
+	if s.call.ctx != nil && s.call.ctx.Err() != nil {
+		// Ending (its client left, it was cancelled): 404, not a 202 for
+		// an answer nothing will use.
+		return errAnswerUnknown
 	}
 	delete(p.inputs, id)
 	a.key = s.key
