@@ -208,7 +208,8 @@ func (p *parkedCalls) check() {
 }
 
 // Shutdown waits, until ctx ends, for the calls that wait for their
-// clients' answers off their handlers to end; then it cuts those left,
+// clients' answers off their handlers to end (from its start, no call
+// parks any more: one that waits stays on its handler); then it cuts those left,
 // as a closed connection would (nothing more goes upstream; a round in
 // flight is cut as the gateway cuts any request), and waits for them to
 // stop. Call it after http.Server.Shutdown, with the same deadline:
