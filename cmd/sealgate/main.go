@@ -323,10 +323,11 @@ func newGateway(c *Config, log *slog.Logger) (*gateway.Gateway, error) {
 				return nil, fmt.Errorf("-bridge-redis: %w (off: no relay)", err)
 			}
 			g.Bridge.Relay = redisrelay.New(client)
+			log.Info("sealgate: bridge for 2025 clients: answers relayed between instances through Redis", "redis", redactURL(where))
 		} else if strings.HasPrefix(c.Keyset, redis.Scheme+"://") || strings.HasPrefix(c.Keyset, redis.SchemeTLS+"://") || strings.HasPrefix(c.Keyset, "vault") {
 			// A shared keyset: a fleet, most likely, whose balancer may
 			// send a bridged answer to another instance.
-			log.Warn("sealgate: a shared keyset and no relay for bridged answers: an answer that reaches another instance than the one holding its call is refused (404); route sessions stickily, or set -bridge-redis (docs/GATEWAY.md, \"Clients of the 2025 protocols\")")
+			log.Warn("sealgate: bridge for 2025 clients: a shared keyset and no relay for bridged answers: an answer that reaches another instance than the one holding its call is refused (404); route sessions stickily, or set -bridge-redis (docs/GATEWAY.md, \"Clients of the 2025 protocols\")")
 		}
 	}
 	for _, s := range splitList(c.Upstream) {

@@ -92,7 +92,11 @@ func run(c config) error {
 	// The line naming /mcp, which scripts wait for, comes once the
 	// keyset loaded (app.install): until then the server answers 503.
 	a.addr = ln.Addr().String()
-	log.Printf("listening at http://%s (/healthz, /readyz, /metrics); /mcp once the keyset loads", a.addr)
+	if c.noSeal {
+		log.Printf("listening at http://%s (/healthz, /readyz, /metrics, /mcp: states in the clear, -no-seal)", a.addr)
+	} else {
+		log.Printf("listening at http://%s (/healthz, /readyz, /metrics); /mcp once the keyset loads", a.addr)
+	}
 	srv := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
 	loaded := make(chan struct{})
 	go func() { defer close(loaded); a.load(ctx) }()
