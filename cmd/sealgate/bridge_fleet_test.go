@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -114,19 +113,7 @@ func legacyFlowVia(url, answerURL string, before func()) (fr flowResult) {
 	}
 	defer call.Body.Close()
 	fr.callBy = call.Header.Get("X-Served-By")
-	sc := bufio.NewScanner(call.Body)
-	event := func() (map[string]any, error) {
-		for sc.Scan() {
-			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-				var m map[string]any
-				return m, json.Unmarshal(d, &m)
-			}
-		}
-		if sc.Err() != nil {
-			return nil, sc.Err()
-		}
-		return nil, io.EOF
-	}
+	event := sseEvents(call.Body)
 	q, err := event()
 	if err != nil || q["method"] != "elicitation/create" {
 		fr.err = fmt.Errorf("the input request: %v %v", q, err)
@@ -274,17 +261,13 @@ func TestBridgeRedisRestart(t *testing.T) {
 	waitFor(t, "both gateways subscribed", subscribed)
 	call := testkit.Must(legacyPost(a.proxy, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{}}}`))
 	defer call.Body.Close()
-	sc := bufio.NewScanner(call.Body)
+	events := sseEvents(call.Body)
 	event := func() map[string]any {
-		for sc.Scan() {
-			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-				var m map[string]any
-				testkit.Check(json.Unmarshal(d, &m))
-				return m
-			}
+		m, err := events()
+		if err != nil {
+			t.Fatalf("the stream ended: %v", err)
 		}
-		t.Fatalf("the stream ended: %v", sc.Err())
-		return nil
+		return m
 	}
 	q := event()
 	answer := `{"jsonrpc":"2.0","id":` + string(testkit.Must(json.Marshal(q["id"]))) + `,"result":{"action":"accept","content":{}}}`

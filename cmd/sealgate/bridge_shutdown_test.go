@@ -101,8 +101,14 @@ func legacySession(t *testing.T, url string) string {
 func legacyCall(t *testing.T, url, sid string, id int) (*http.Response, func() (map[string]any, error)) {
 	t.Helper()
 	call := testkit.Must(legacyPost(url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"pay","arguments":{}}}`, id)))
-	sc := bufio.NewScanner(call.Body)
-	return call, func() (map[string]any, error) {
+	return call, sseEvents(call.Body)
+}
+
+// sseEvents reads an SSE stream's messages, one a call: io.EOF at its
+// end, or the error that cut it.
+func sseEvents(body io.Reader) func() (map[string]any, error) {
+	sc := bufio.NewScanner(body)
+	return func() (map[string]any, error) {
 		for sc.Scan() {
 			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
 				var m map[string]any
