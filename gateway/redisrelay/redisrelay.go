@@ -60,9 +60,10 @@ type envelope struct {
 
 // Listen subscribes to instance's channel; verdicts on the answers this
 // Relay sends come back on it too. The stop it returns ends the
-// subscription and returns once Redis counts no listener on the channel
-// (or after 2 s): from then on, an answer sent to instance is told
-// gateway.ErrRelayGone at once.
+// subscription, sends the verdict on an answer already taken, and
+// returns once Redis counts no listener on the channel (or after 2 s):
+// from then on, an answer sent to instance is told gateway.ErrRelayGone
+// at once.
 func (r *Relay) Listen(instance string, take func(gateway.RelayedAnswer) error) (func(), error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := r.c.Subscribe(ctx, Prefix+instance)
@@ -99,8 +100,14 @@ func (r *Relay) Listen(instance string, take func(gateway.RelayedAnswer) error) 
 				case err != nil:
 					code = "unknown"
 				}
+				// Its own bound, not the subscription's: a stop waits for
+				// this verdict, so that an answer taken here is never told
+				// to its sender as lost (the call it completed may be the
+				// last thing a stopping instance does).
 				v, _ := json.Marshal(envelope{Kind: "verdict", Msg: e.Msg, Code: code})
-				r.c.Publish(ctx, Prefix+e.From, v)
+				pctx, pcancel := context.WithTimeout(context.Background(), verdictTimeout)
+				r.c.Publish(pctx, Prefix+e.From, v)
+				pcancel()
 			case "verdict":
 				r.mu.Lock()
 				ch := r.waiting[e.Msg]
@@ -124,15 +131,19 @@ func (r *Relay) Listen(instance string, take func(gateway.RelayedAnswer) error) 
 		defer ucancel()
 		sub.Unsubscribe(uctx, Prefix+instance)
 		sub.Close()
+		<-done // the answer in hand is taken and its verdict sent
 		r.unheard(uctx, Prefix+instance)
 		cancel()
-		<-done
 	}
 	return stop, serr
 }
 
-// stopWait bounds how long a stop waits for Redis to drop its listener.
-const stopWait = 2 * time.Second
+// stopWait bounds how long a stop waits for Redis to drop its listener;
+// verdictTimeout, the sending of one verdict.
+const (
+	stopWait       = 2 * time.Second
+	verdictTimeout = 2 * time.Second
+)
 
 // unheard waits, within ctx, until Redis counts no subscriber on
 // channel.

@@ -66,3 +66,48 @@ func TestRelay(t *testing.T) {
 		t.Fatalf("an instance that stopped: %v, want gone", err)
 	}
 }
+
+// TestRelayStopSendsVerdict: an instance that stops while it takes an
+// answer still sends that answer's verdict: the sender is told it was
+// taken (the call it completes may be the last thing the stopping
+// instance does), never that the holder could not be reached.
+func TestRelayStopSendsVerdict(t *testing.T) {
+	r := testservers.StartRedisVolatile(t)
+	a := redisrelay.New(testkit.Must(redis.NewClient(r.URL())))
+	b := redisrelay.New(testkit.Must(redis.NewClient(r.URL())))
+	inTake, release := make(chan struct{}), make(chan struct{})
+	stopA := testkit.Must(a.Listen("aaaa", func(gateway.RelayedAnswer) error {
+		close(inTake)
+		<-release
+		return nil
+	}))
+	stopB := testkit.Must(b.Listen("bbbb", func(gateway.RelayedAnswer) error { return gateway.ErrAnswerUnknown }))
+	defer stopB()
+	sent := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sent <- b.Send(ctx, "aaaa", gateway.RelayedAnswer{ID: "x", Session: "s", Result: []byte(`{}`)})
+	}()
+	<-inTake
+	stopped := make(chan struct{})
+	go func() { stopA(); close(stopped) }()
+	// The stop has ended the subscription (Redis counts no listener)
+	// while the answer is still being taken.
+	rc := testkit.Must(redis.NewClient(r.URL()))
+	defer rc.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := rc.PubSubNumSub(context.Background(), redisrelay.Prefix+"aaaa").Result()
+		if err == nil && n[redisrelay.Prefix+"aaaa"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stop did not end the subscription")
+		}
+	}
+	close(release)
+	if err := <-sent; err != nil {
+		t.Fatalf("an answer taken while its holder stopped: %v, want taken", err)
+	}
+	<-stopped
+}
